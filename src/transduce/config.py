@@ -1,0 +1,285 @@
+"""Typed configuration: one object drives the CLI, the Python API and the saved checkpoint.
+
+A config is built from a preset name or a TOML/YAML file, then dotted overrides
+(`model.d_model=256`) are applied, and the whole is validated once. Every error names the
+offending key and, where the key is unknown or the value is a choice, the allowed values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import tomllib
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be loaded; the message names the key at fault."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    """Architecture hyper-parameters (SPEC section 1 and 2)."""
+
+    arch: Literal["transformer"] = "transformer"
+    kind: Literal["encoder_decoder", "encoder", "decoder"] = "encoder_decoder"
+    d_model: int = Field(512, ge=8, le=65536)
+    heads: int = Field(8, ge=1, le=1024)
+    d_ff: int = Field(2048, ge=1)
+    encoder_layers: int = Field(6, ge=0, le=1000)
+    decoder_layers: int = Field(6, ge=0, le=1000)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    ffn_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    norm: Literal["post", "pre"] = "post"
+    layer_norm_eps: float = Field(1e-5, gt=0.0, lt=1.0)
+    activation: Literal["relu", "gelu", "swish"] = "relu"
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    pos_layout: Literal["interleaved", "halves"] = "interleaved"
+    max_positions: int = Field(1024, ge=1)
+    scale_embeddings: bool = True
+    tie_embeddings: Literal["none", "decoder", "all"] = "all"
+    final_logits_bias: bool = False
+    local_window: int | None = Field(None, ge=0)
+    num_classes: int | None = Field(None, ge=2)
+    classifier: Literal["sequence", "token"] = "sequence"
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.d_model % self.heads:
+            raise ValueError(
+                f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})"
+            )
+        if self.kind == "encoder" and self.num_classes is None:
+            raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
+        return self
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.heads
+
+
+class DataConfig(_Section):
+    """Where examples come from: a prepared dataset directory or a generated task."""
+
+    dataset: str | None = None
+    task: Literal["copy", "reverse", "addition", "lte"] | None = None
+    task_symbols: int = Field(10, ge=2, le=1000)
+    task_train_max_len: int = Field(20, ge=1)
+    task_test_max_len: int = Field(40, ge=1)
+    task_train_size: int = Field(20000, ge=1)
+    task_eval_size: int = Field(500, ge=1)
+    task_nesting: int = Field(2, ge=1, le=6)
+    seed: int = 1234
+    max_tokens: int = Field(4096, ge=1)
+    max_len: int = Field(256, ge=1)
+
+
+class TrainConfig(_Section):
+    """The optimisation recipe (SPEC section 5)."""
+
+    seed: int = 1
+    steps: int = Field(100000, ge=1)
+    lr_scale: float = Field(1.0, gt=0.0)
+    warmup: int = Field(4000, ge=1)
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = Field(1e-9, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    accumulate: int = Field(1, ge=1)
+    clip_norm: float | None = Field(None, gt=0.0)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    validate_every: int = Field(1000, ge=1)
+    save_every: int = Field(1000, ge=1)
+    save_every_minutes: float | None = Field(None, gt=0.0)
+    keep_last: int = Field(5, ge=1)
+    max_bad_steps: int = Field(5, ge=1)
+    log_every: int = Field(50, ge=1)
+    threads: int | None = Field(None, ge=1)
+
+
+class DecodeConfig(_Section):
+    """Search settings (SPEC section 6)."""
+
+    beam: int = Field(4, ge=1, le=1000)
+    alpha: float = Field(0.6, ge=0.0)
+    max_len_a: float = Field(1.0, ge=0.0)
+    max_len_b: int = Field(50, ge=0)
+    min_len: int = Field(0, ge=0)
+    nbest: int = Field(1, ge=1)
+    max_tokens: int = Field(4096, ge=1)
+
+    @model_validator(mode="after")
+    def _nbest_within_beam(self) -> DecodeConfig:
+        if self.nbest > self.beam:
+            raise ValueError(f"decode.nbest ({self.nbest}) must not exceed decode.beam ({self.beam})")
+        return self
+
+
+class Config(_Section):
+    """The whole configuration; saved inside every checkpoint."""
+
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "small": {
+        "model": {
+            "d_model": 256,
+            "heads": 4,
+            "d_ff": 1024,
+            "encoder_layers": 3,
+            "decoder_layers": 3,
+            "dropout": 0.1,
+        },
+        "train": {"warmup": 1000, "lr_scale": 2.0},
+    },
+    "base": {
+        "model": {
+            "d_model": 512,
+            "heads": 8,
+            "d_ff": 2048,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "dropout": 0.1,
+        },
+    },
+    "big": {
+        "model": {
+            "d_model": 1024,
+            "heads": 16,
+            "d_ff": 4096,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "dropout": 0.3,
+        },
+    },
+    "parse": {
+        "model": {
+            "d_model": 1024,
+            "heads": 16,
+            "d_ff": 4096,
+            "encoder_layers": 4,
+            "decoder_layers": 4,
+            "dropout": 0.3,
+        },
+        "decode": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
+    },
+}
+
+
+def _section_fields(path: tuple[str | int, ...]) -> list[str]:
+    """The keys allowed at a dotted location, for error messages."""
+    model: type[BaseModel] = Config
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    return sorted(model.model_fields)
+
+
+def _explain(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = ".".join(str(p) for p in loc) or "<config>"
+        if e["type"] == "extra_forbidden":
+            allowed = ", ".join(_section_fields(loc[:-1]))
+            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
+        elif e["type"] == "value_error":
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
+        else:
+            lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        return data
+    if path.suffix == ".json":
+        return json.loads(text)
+    raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
+
+
+def parse_override(item: str) -> dict[str, Any]:
+    """Turn `model.d_model=256` into {'model': {'d_model': 256}} (values parsed as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like section.key=value")
+    dotted, raw = item.split("=", 1)
+    parts = dotted.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"override '{item}' has an empty key")
+    value: Any = yaml.safe_load(raw) if raw.strip() else ""
+    for part in reversed(parts):
+        value = {part: value}
+    return value
+
+
+def resolve_source(source: str) -> dict[str, Any]:
+    """A preset name or a config file path, as a plain dict (with its preset expanded)."""
+    if source in PRESETS:
+        return PRESETS[source]
+    path = Path(source)
+    if not path.exists():
+        raise ConfigError(
+            f"'{source}' is neither a preset ({', '.join(PRESETS)}) nor an existing config file"
+        )
+    data = _read_file(path)
+    preset = data.pop("preset", None)
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"preset: unknown '{preset}'; allowed: {', '.join(PRESETS)}")
+        data = _merge(PRESETS[preset], data)
+    return data
+
+
+def build_config(data: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Validate a dict plus overrides into a Config, raising ConfigError with named keys."""
+    for item in overrides:
+        data = _merge(data, parse_override(item))
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+
+
+def load_config(source: str, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load a preset name or a TOML/YAML/JSON file, then apply dotted overrides."""
+    return build_config(resolve_source(source), overrides)
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    return config.model_dump(mode="json")

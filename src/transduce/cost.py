@@ -1,0 +1,152 @@
+"""Parameter and FLOP accounting from the survey's Table 1, checked against the built model.
+
+Multiplications are counted as Table 1 does (one per multiply-add); FLOPs = 2 x that.
+For a sentence pair with m source and n target tokens:
+  self-attention   4d^2 params;  4 m d^2 + 2 m^2 d   (projections + Q K^T + weights V)
+  cross-attention  4d^2 params;  2 n d^2 + 2 m d^2 + 2 m n d
+  feed-forward     2 d d_ff + d + d_ff params;  2 m d d_ff
+  layer norm       2d params;  2 m d
+Table 1 omits the attention biases (4d per attention block); the `measured` column counts
+every tensor of the built model, biases included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from .config import ModelConfig
+from .model.transformer import EncoderClassifier, EncoderDecoder, LanguageModel
+
+
+@dataclass
+class CostRow:
+    """One Table 1 line: a sub-model applied `times` times."""
+
+    side: str
+    module: str
+    times: int
+    params_formula: int  # per application, Table 1's formula
+    params_measured: int  # per application, counted on the model (0 when not built)
+    mults: int  # multiplications per application for the whole sequence(s)
+
+    @property
+    def total_params(self) -> int:
+        return self.times * (self.params_measured or self.params_formula)
+
+
+def _numel(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _layers(model: nn.Module, side: str) -> list[nn.Module]:
+    if isinstance(model, EncoderDecoder):
+        return list((model.encoder if side == "encoder" else model.decoder).layers)
+    if isinstance(model, LanguageModel):
+        return list(model.decoder.layers) if side == "decoder" else []
+    if isinstance(model, EncoderClassifier):
+        return list(model.encoder.layers) if side == "encoder" else []
+    return []
+
+
+def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | None = None) -> list[CostRow]:
+    """Rows for encoder and decoder sub-models; `model` fills the measured counts."""
+    d, f = cfg.d_model, cfg.d_ff
+    m, n = src_len, tgt_len
+    rows: list[CostRow] = []
+    enc_layers = cfg.encoder_layers if cfg.kind != "decoder" else 0
+    dec_layers = cfg.decoder_layers if cfg.kind != "encoder" else 0
+    cross = cfg.kind == "encoder_decoder"
+
+    def measured(side: str, attr: str) -> int:
+        layers = _layers(model, side) if model is not None else []
+        if not layers:
+            return 0
+        first = layers[0]
+        if attr == "norm":
+            return _numel(first.self_sub.norm)
+        return _numel(getattr(first, attr))
+
+    if enc_layers:
+        rows += [
+            CostRow(
+                "encoder",
+                "self-attention",
+                enc_layers,
+                4 * d * d,
+                measured("encoder", "self_attn"),
+                4 * m * d * d + 2 * m * m * d,
+            ),
+            CostRow(
+                "encoder",
+                "feed-forward",
+                enc_layers,
+                2 * d * f + d + f,
+                measured("encoder", "ffn"),
+                2 * m * d * f,
+            ),
+            CostRow("encoder", "layer norm", 2 * enc_layers, 2 * d, measured("encoder", "norm"), 2 * m * d),
+        ]
+    if dec_layers:
+        rows.append(
+            CostRow(
+                "decoder",
+                "self-attention",
+                dec_layers,
+                4 * d * d,
+                measured("decoder", "self_attn"),
+                4 * n * d * d + 2 * n * n * d,
+            )
+        )
+        if cross:
+            rows.append(
+                CostRow(
+                    "decoder",
+                    "cross-attention",
+                    dec_layers,
+                    4 * d * d,
+                    measured("decoder", "cross_attn"),
+                    2 * n * d * d + 2 * m * d * d + 2 * m * n * d,
+                )
+            )
+        rows += [
+            CostRow(
+                "decoder",
+                "feed-forward",
+                dec_layers,
+                2 * d * f + d + f,
+                measured("decoder", "ffn"),
+                2 * n * d * f,
+            ),
+            CostRow(
+                "decoder",
+                "layer norm",
+                (3 if cross else 2) * dec_layers,
+                2 * d,
+                measured("decoder", "norm"),
+                2 * n * d,
+            ),
+        ]
+    return rows
+
+
+def embedding_params(model: nn.Module) -> int:
+    """Parameters outside the layer stacks: embeddings, output projection, final norms, heads."""
+    inside = sum(_numel(layer) for side in ("encoder", "decoder") for layer in _layers(model, side))
+    return _numel(model) - inside
+
+
+def output_mults(cfg: ModelConfig, vocab: int, tgt_len: int) -> int:
+    """The pre-softmax projection: d x V multiplications per target token."""
+    return 0 if cfg.kind == "encoder" else tgt_len * cfg.d_model * vocab
+
+
+def flops_per_token(
+    cfg: ModelConfig, vocab: int, src_len: int, tgt_len: int, training: bool = False
+) -> float:
+    """Forward FLOPs (2 x multiplications) per target token; training = 3 x forward."""
+    mults = sum(r.times * r.mults for r in cost_table(cfg, src_len, tgt_len))
+    mults += output_mults(cfg, vocab, tgt_len)
+    tokens = tgt_len if cfg.kind != "encoder" else src_len
+    return (6.0 if training else 2.0) * mults / tokens

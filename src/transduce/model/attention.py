@@ -1,0 +1,138 @@
+"""Scaled dot-product and multi-head attention with additive and multiplicative masks.
+
+softmax((Q K^T / sqrt(d_k)) * M_mul + M_add) V. M_add holds 0 or -inf (key padding, causal,
+local window) or soft syntax biases (survey eq. 53); M_mul is the survey's eq. 54 score mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .cache import KVCache, StaticKV
+
+NEG_INF = float("-inf")
+
+
+def padding_mask(pad: Tensor) -> Tensor:
+    """(batch, k_len) bool, True at padding -> additive (batch, 1, 1, k_len)."""
+    mask = torch.zeros(pad.shape, dtype=torch.float32, device=pad.device)
+    return mask.masked_fill(pad, NEG_INF)[:, None, None, :]
+
+
+def causal_mask(q_len: int, k_len: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """Additive (q_len, k_len): the query at absolute position offset + i sees keys j <= offset + i."""
+    i = torch.arange(q_len, device=device)[:, None] + offset
+    j = torch.arange(k_len, device=device)[None, :]
+    return torch.zeros(q_len, k_len, device=device).masked_fill(j > i, NEG_INF)
+
+
+def local_mask(
+    q_len: int, k_len: int, radius: int, offset: int = 0, device: torch.device | None = None
+) -> Tensor:
+    """Additive (q_len, k_len) for restricted self-attention: only |i - j| <= radius is seen."""
+    i = torch.arange(q_len, device=device)[:, None] + offset
+    j = torch.arange(k_len, device=device)[None, :]
+    return torch.zeros(q_len, k_len, device=device).masked_fill((i - j).abs() > radius, NEG_INF)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Sum the additive masks that are present (broadcasting), or None if there are none."""
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    out = present[0]
+    for m in present[1:]:
+        out = out + m
+    return out
+
+
+def scaled_dot_product(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    score_mask: Tensor | None = None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Attention over (batch, heads, len, d_head) tensors.
+
+    Uses torch's fused kernel unless weights are wanted or a multiplicative mask is given;
+    the plain path computes the same formula step by step and returns the weights.
+    """
+    if mask is not None and mask.dtype != q.dtype:
+        mask = mask.to(q.dtype)
+    if score_mask is None and not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout), None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (batch, heads, q_len, k_len)
+    if score_mask is not None:
+        scores = scores * score_mask.to(scores.dtype)
+    if mask is not None:
+        scores = scores + mask
+    weights = scores.softmax(dim=-1)
+    dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
+    return dropped @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """h heads of d_k = d / h with one fused Q/K/V projection and an output projection W^O."""
+
+    def __init__(self, d: int, heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.d, self.heads, self.d_head = d, heads, d // heads
+        self.dropout = dropout
+        self.in_proj = nn.Linear(d, 3 * d, bias=bias)  # rows: W^Q; W^K; W^V
+        self.out_proj = nn.Linear(d, d, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        if bias:
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, n, _ = x.shape  # (batch, len, d) -> (batch, heads, len, d_head)
+        return x.view(b, n, self.heads, self.d_head).transpose(1, 2)
+
+    def _project(self, x: Tensor, part: slice) -> Tensor:
+        bias = self.in_proj.bias[part] if self.in_proj.bias is not None else None
+        return F.linear(x, self.in_proj.weight[part], bias)
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of a memory (the encoder output), each (batch, heads, m, d_head)."""
+        k, v = self._project(memory, slice(self.d, 3 * self.d)).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        score_mask: Tensor | None = None,
+        cache: KVCache | StaticKV | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Self-attention when memory is None, else cross-attention to memory.
+
+        x: (batch, n, d). A KVCache appends this call's keys/values (self-attention);
+        a StaticKV stores the memory's keys/values on first use (cross-attention).
+        """
+        if memory is None:
+            q, k, v = (self._split(t) for t in self.in_proj(x).chunk(3, dim=-1))
+            if isinstance(cache, KVCache):
+                k, v = cache.update(k, v)
+        else:
+            q = self._split(self._project(x, slice(0, self.d)))
+            if isinstance(cache, StaticKV):
+                if cache.k is None:
+                    cache.k, cache.v = self.project_kv(memory)
+                k, v = cache.k, cache.v
+            else:
+                k, v = self.project_kv(memory)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product(q, k, v, mask, score_mask, p, need_weights)
+        b, _, n, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, n, self.d)), weights

@@ -1,0 +1,96 @@
+"""Incremental-decoding state: self-attention K/V appended per step, cross K/V computed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+
+class KVCache:
+    """Preallocated keys/values of one self-attention layer, grown by doubling when full."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        self.length = 0
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append k, v (batch, heads, new, d_head); return all valid keys and values."""
+        new = k.shape[2]
+        end = self.length + new
+        if self.k is None or end > self.k.shape[2]:
+            self._grow(k, max(end, 2 * (self.k.shape[2] if self.k is not None else self.capacity)))
+        assert self.k is not None and self.v is not None
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def _grow(self, like: Tensor, size: int) -> None:
+        b, h, _, dh = like.shape
+        k = like.new_empty(b, h, size, dh)
+        v = like.new_empty(b, h, size, dh)
+        if self.k is not None and self.v is not None:
+            k[:, :, : self.length] = self.k[:, :, : self.length]
+            v[:, :, : self.length] = self.v[:, :, : self.length]
+        self.k, self.v = k, v
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam reordering or dropping finished sentences)."""
+        if self.k is not None and self.v is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class StaticKV:
+    """Cross-attention keys/values: computed from the encoder output once per source."""
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def reorder(self, index: Tensor) -> None:
+        if self.k is not None and self.v is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+@dataclass
+class LayerCache:
+    self_kv: KVCache = field(default_factory=KVCache)
+    cross_kv: StaticKV = field(default_factory=StaticKV)
+
+
+@dataclass
+class DecoderCache:
+    """All layers' caches plus how many target positions they hold.
+
+    Universal Transformer decoders keep one LayerCache per recurrent step and, with ACT,
+    their halting state in `extra` (see model/universal.py).
+    """
+
+    layers: list[LayerCache]
+    position: int = 0
+    extra: dict[str, Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, num_layers: int) -> DecoderCache:
+        return cls([LayerCache() for _ in range(num_layers)])
+
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
+        """Reorder rows. Beams of one sentence share cross K/V, so `cross=False` skips it."""
+        for layer in self.layers:
+            layer.self_kv.reorder(index)
+            if cross:
+                layer.cross_kv.reorder(index)
+        self.extra = {k: v.index_select(0, index) for k, v in self.extra.items()}
+
+    def advance(self, steps: int) -> None:
+        self.position += steps
+
+
+def expand_rows(x: Tensor, times: int) -> Tensor:
+    """Repeat each batch row `times` times consecutively: (b, ...) -> (b * times, ...)."""
+    return x.repeat_interleave(times, dim=0) if times > 1 else x

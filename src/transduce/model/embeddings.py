@@ -1,0 +1,97 @@
+"""Token embeddings scaled by sqrt(d), plus sinusoidal or learned positions, then dropout."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoid(positions: Tensor, d: int, layout: str = "interleaved") -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions.
+
+    `layout="halves"` puts all sines first and all cosines after (Marian's convention).
+    positions: (n,) integer or float tensor. Returns (n, d) float32.
+    """
+    half = d // 2
+    freq = torch.exp(
+        torch.arange(half, dtype=torch.float64, device=positions.device) * (-2.0 * math.log(10000.0) / d)
+    )
+    angles = positions.to(torch.float64)[:, None] * freq[None, :]  # (n, d/2)
+    out = torch.zeros(positions.numel(), d, dtype=torch.float64, device=positions.device)
+    if layout == "interleaved":
+        out[:, 0 : 2 * half : 2] = torch.sin(angles)
+        out[:, 1 : 2 * half : 2] = torch.cos(angles)
+    elif layout == "halves":
+        out[:, :half] = torch.sin(angles)
+        out[:, half : 2 * half] = torch.cos(angles)
+    else:
+        raise ValueError(f"unknown sinusoid layout '{layout}'; allowed: interleaved, halves")
+    return out.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed encodings, computed for as many positions as asked (never a length limit)."""
+
+    def __init__(self, d: int, layout: str = "interleaved", initial: int = 1024) -> None:
+        super().__init__()
+        self.d, self.layout = d, layout
+        self.register_buffer("table", sinusoid(torch.arange(initial), d, layout), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        end = offset + length
+        if end > self.table.shape[0]:
+            grown = sinusoid(torch.arange(max(end, 2 * self.table.shape[0])), self.d, self.layout)
+            self.table = grown.to(self.table.device)
+        return self.table[offset:end]  # (length, d)
+
+
+class LearnedPositions(nn.Module):
+    """Learned absolute position embeddings (the paper's Table 3 row E)."""
+
+    def __init__(self, d: int, max_positions: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(max_positions, d))
+        nn.init.normal_(self.weight, std=d**-0.5)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        end = offset + length
+        if end > self.weight.shape[0]:
+            raise ValueError(
+                f"sequence position {end} exceeds model.max_positions={self.weight.shape[0]} "
+                "of the learned position embeddings"
+            )
+        return self.weight[offset:end]
+
+
+class Embedding(nn.Module):
+    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len])."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d: int,
+        pad_id: int,
+        dropout: float,
+        positions: str = "sinusoidal",
+        max_positions: int = 1024,
+        layout: str = "interleaved",
+        scale: bool = True,
+    ) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d, padding_idx=pad_id)
+        nn.init.normal_(self.tokens.weight, std=d**-0.5)
+        with torch.no_grad():
+            self.tokens.weight[pad_id].zero_()
+        self.scale = math.sqrt(d) if scale else 1.0
+        self.positions: nn.Module = (
+            SinusoidalPositions(d, layout)
+            if positions == "sinusoidal"
+            else LearnedPositions(d, max_positions)
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        x = self.tokens(ids) * self.scale  # (batch, len, d)
+        return self.dropout(x + self.positions(ids.shape[1], offset).to(x.dtype))

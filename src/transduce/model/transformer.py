@@ -1,0 +1,247 @@
+"""Encoder-decoder, encoder-only and decoder-only assemblies built from the same layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from .attention import causal_mask, combine_masks, local_mask, padding_mask
+from .cache import DecoderCache
+from .embeddings import Embedding
+from .layers import Stack, TransformerLayer
+
+
+@dataclass
+class EncoderOutput:
+    """Encoder states with their padding, as decoders and search consume them."""
+
+    states: Tensor  # (batch, m, d)
+    pad: Tensor  # (batch, m) bool, True at padding
+
+    @property
+    def mask(self) -> Tensor:
+        return padding_mask(self.pad)  # additive (batch, 1, 1, m)
+
+    def select(self, index: Tensor) -> EncoderOutput:
+        return EncoderOutput(self.states.index_select(0, index), self.pad.index_select(0, index))
+
+
+class OutputProjection(nn.Module):
+    """logits = S W_o (+ b); W_o may be the (tied) target embedding matrix."""
+
+    def __init__(self, d: int, vocab_size: int, tied: nn.Parameter | None, bias: bool) -> None:
+        super().__init__()
+        if tied is None:
+            self.weight = nn.Parameter(torch.empty(vocab_size, d))
+            nn.init.normal_(self.weight, std=d**-0.5)
+        else:
+            self.weight = tied
+        self.bias = nn.Parameter(torch.zeros(vocab_size)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+def _self_attention_mask(
+    pad: Tensor | None,
+    q_len: int,
+    k_len: int,
+    offset: int,
+    causal: bool,
+    window: int | None,
+    device: torch.device,
+) -> Tensor | None:
+    return combine_masks(
+        padding_mask(pad) if pad is not None else None,
+        causal_mask(q_len, k_len, offset, device) if causal and q_len > 1 else None,
+        local_mask(q_len, k_len, window, offset, device) if window is not None else None,
+    )
+
+
+class EncoderDecoder(nn.Module):
+    """The paper's model: encode the source once, decode the target left to right."""
+
+    def __init__(
+        self,
+        src_embed: Embedding,
+        tgt_embed: Embedding,
+        encoder: Stack,
+        decoder: Stack,
+        output: OutputProjection,
+        pad_id: int,
+        local_window: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.src_embed, self.tgt_embed = src_embed, tgt_embed
+        self.encoder, self.decoder, self.output = encoder, decoder, output
+        self.pad_id, self.local_window = pad_id, local_window
+
+    def encode(
+        self,
+        src: Tensor,
+        score_masks: list[Tensor | None] | None = None,
+        extra_mask: Tensor | None = None,
+        records: list[dict[str, Tensor]] | None = None,
+    ) -> EncoderOutput:
+        """src: (batch, m) token ids. extra_mask: additive (batch, 1|heads, m, m), e.g. syntax."""
+        pad = src.eq(self.pad_id)
+        mask = combine_masks(
+            _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, self.local_window, src.device),
+            extra_mask,
+        )
+        states = self.encoder(self.src_embed(src), mask, score_masks=score_masks, records=records)
+        return EncoderOutput(states, pad)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: EncoderOutput,
+        cache: DecoderCache | None = None,
+        records: list[dict[str, Tensor]] | None = None,
+    ) -> Tensor:
+        """tgt: (batch, n) ids (only the new ones when a cache is given) -> (batch, n, vocab)."""
+        offset = cache.position if cache is not None else 0
+        n = tgt.shape[1]
+        mask = _self_attention_mask(None, n, offset + n, offset, True, None, tgt.device)
+        x = self.decoder(
+            self.tgt_embed(tgt, offset),
+            mask,
+            memory.states,
+            memory.mask,
+            caches=cache.layers if cache is not None else None,
+            records=records,
+        )
+        if cache is not None:
+            cache.advance(n)
+        return self.output(x)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache.empty(len(self.decoder.layers))
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        return self.decode(tgt, self.encode(src))
+
+
+class LanguageModel(nn.Module):
+    """Decoder-only: causal self-attention layers without cross-attention."""
+
+    def __init__(self, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
+        super().__init__()
+        self.embed, self.decoder, self.output, self.pad_id = embed, decoder, output, pad_id
+
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        offset = cache.position if cache is not None else 0
+        n = ids.shape[1]
+        mask = _self_attention_mask(None, n, offset + n, offset, True, None, ids.device)
+        x = self.decoder(self.embed(ids, offset), mask, caches=cache.layers if cache is not None else None)
+        if cache is not None:
+            cache.advance(n)
+        return self.output(x)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache.empty(len(self.decoder.layers))
+
+
+class EncoderClassifier(nn.Module):
+    """Encoder-only with a sequence (masked mean pooling) or per-token classification head."""
+
+    def __init__(
+        self,
+        embed: Embedding,
+        encoder: Stack,
+        num_classes: int,
+        pad_id: int,
+        per_token: bool,
+        local_window: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.embed, self.encoder, self.pad_id = embed, encoder, pad_id
+        self.head = nn.Linear(embed.tokens.embedding_dim, num_classes)
+        self.per_token, self.local_window = per_token, local_window
+
+    def forward(self, ids: Tensor) -> Tensor:
+        pad = ids.eq(self.pad_id)
+        mask = _self_attention_mask(pad, ids.shape[1], ids.shape[1], 0, False, self.local_window, ids.device)
+        states = self.encoder(self.embed(ids), mask)
+        if self.per_token:
+            return self.head(states)  # (batch, len, classes)
+        keep = (~pad).unsqueeze(-1).to(states.dtype)
+        pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        return self.head(pooled)  # (batch, classes)
+
+
+def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack:
+    return Stack(
+        [
+            TransformerLayer(
+                cfg.d_model,
+                cfg.heads,
+                cfg.d_ff,
+                cfg.dropout,
+                cfg.attention_dropout,
+                cfg.ffn_dropout,
+                cfg.norm,
+                cfg.activation,
+                cross,
+                cfg.layer_norm_eps,
+            )
+            for _ in range(layers)
+        ],
+        cfg.d_model,
+        cfg.norm,
+        cfg.layer_norm_eps,
+    )
+
+
+def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
+    return Embedding(
+        vocab_size,
+        cfg.d_model,
+        pad_id,
+        cfg.dropout,
+        cfg.positions,
+        cfg.max_positions,
+        cfg.pos_layout,
+        cfg.scale_embeddings,
+    )
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0) -> nn.Module:
+    """Read the model config once and assemble plain modules from it."""
+    if cfg.kind == "encoder":
+        assert cfg.num_classes is not None
+        return EncoderClassifier(
+            _embedding(cfg, src_vocab, pad_id),
+            _stack(cfg, cfg.encoder_layers, False),
+            cfg.num_classes,
+            pad_id,
+            cfg.classifier == "token",
+            cfg.local_window,
+        )
+    tgt_embed = _embedding(cfg, tgt_vocab, pad_id)
+    tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
+    output = OutputProjection(cfg.d_model, tgt_vocab, tied, cfg.final_logits_bias)
+    if cfg.kind == "decoder":
+        return LanguageModel(tgt_embed, _stack(cfg, cfg.decoder_layers, False), output, pad_id)
+    if cfg.tie_embeddings == "all":
+        if src_vocab != tgt_vocab:
+            raise ValueError(
+                f"model.tie_embeddings='all' needs one shared vocabulary, but the source has "
+                f"{src_vocab} entries and the target {tgt_vocab}; use 'decoder' or 'none'"
+            )
+        src_embed = _embedding(cfg, src_vocab, pad_id)
+        src_embed.tokens = tgt_embed.tokens
+    else:
+        src_embed = _embedding(cfg, src_vocab, pad_id)
+    return EncoderDecoder(
+        src_embed,
+        tgt_embed,
+        _stack(cfg, cfg.encoder_layers, False),
+        _stack(cfg, cfg.decoder_layers, True),
+        output,
+        pad_id,
+        cfg.local_window,
+    )

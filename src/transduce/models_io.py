@@ -1,0 +1,24 @@
+"""Resolve what a user names on the command line into a config and vocabulary sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .config import Config, build_config, load_config
+
+
+def resolve_model_source(
+    source: str, overrides: list[str], src_vocab: int, tgt_vocab: int | None
+) -> tuple[Config, int, int]:
+    """A checkpoint directory gives its own config and vocabulary sizes; else preset/file."""
+    path = Path(source)
+    if path.is_dir():
+        config_file = path / "config.json"
+        if not config_file.exists():
+            raise FileNotFoundError(f"{path} is a directory but holds no config.json checkpoint")
+        meta = json.loads(config_file.read_text(encoding="utf-8"))
+        cfg = build_config(meta["config"], overrides)
+        return cfg, int(meta["src_vocab_size"]), int(meta["tgt_vocab_size"])
+    cfg = load_config(source, overrides)
+    return cfg, src_vocab, tgt_vocab if tgt_vocab is not None else src_vocab

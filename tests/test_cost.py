@@ -1,0 +1,41 @@
+"""`inspect` numbers equal the survey's Table 1 formulas and the model's real tensors."""
+
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.config import load_config
+from transduce.cost import cost_table, flops_per_token
+from transduce.model import build_model
+
+
+def test_table1_formulas_and_measured_counts():
+    cfg = load_config("base").model
+    model = build_model(cfg, 37000, 37000)
+    d, f, m, n = 512, 2048, 20, 30
+    rows = {(r.side, r.module): r for r in cost_table(cfg, m, n, model)}
+    assert rows["encoder", "self-attention"].params_formula == 4 * d * d
+    assert rows["encoder", "self-attention"].params_measured == 4 * d * d + 4 * d  # + biases
+    assert rows["encoder", "feed-forward"].params_formula == 2 * d * f + d + f
+    assert rows["encoder", "feed-forward"].params_measured == 2 * d * f + d + f
+    assert rows["encoder", "layer norm"].params_formula == 2 * d
+    assert rows["encoder", "layer norm"].times == 12 and rows["decoder", "layer norm"].times == 18
+    assert rows["decoder", "cross-attention"].mults == 2 * n * d * d + 2 * m * d * d + 2 * m * n * d
+    assert rows["encoder", "self-attention"].mults == 4 * m * d * d + 2 * m * m * d
+    layer_total = sum(r.times * r.params_measured for r in rows.values())
+    embeddings = 37000 * d
+    assert layer_total + embeddings == sum(p.numel() for p in model.parameters())
+
+
+def test_flops_per_token_sums_rows_and_output():
+    cfg = load_config("small").model
+    rows = cost_table(cfg, 10, 10)
+    mults = sum(r.times * r.mults for r in rows) + 10 * cfg.d_model * 1000
+    assert flops_per_token(cfg, 1000, 10, 10) == 2 * mults / 10
+
+
+def test_inspect_cli_prints_table_and_total():
+    result = CliRunner().invoke(app, ["inspect", "base"])
+    assert result.exit_code == 0, result.output
+    assert "63,082,496" in result.output and "cross-attention" in result.output
+    bad = CliRunner().invoke(app, ["inspect", "base", "model.heads=7"])
+    assert bad.exit_code == 2 and "divisible" in bad.output
