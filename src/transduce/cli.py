@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -81,6 +82,83 @@ def inspect(
     fwd = flops_per_token(cfg.model, tgt_v, src_len, tgt_len)
     console.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
     console.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
+
+
+@app.command()
+def prepare(
+    data_dir: Annotated[
+        Path | None, typer.Argument(help="Folder with train.SRC/train.TGT, dev.* and optional test.* files.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory to write.")] = Path(
+        "data/prepared"
+    ),
+    src: Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")] = "src",
+    tgt: Annotated[str, typer.Option(help="Target file suffix, e.g. en.")] = "tgt",
+    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size (the paper: 37000 shared).")] = 37000,
+    separate_vocab: Annotated[
+        bool, typer.Option(help="Learn separate source and target vocabularies.")
+    ] = False,
+    max_len: Annotated[
+        int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
+    ] = 256,
+    max_ratio: Annotated[
+        float, typer.Option(help="Drop training pairs whose length ratio exceeds this (0 = off).")
+    ] = 3.0,
+    empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
+    tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
+    task: Annotated[
+        str | None, typer.Option(help="Instead of text files, generate a task: copy, reverse, addition, lte.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
+    ] = None,
+) -> None:
+    """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date)."""
+    from .config import load_config
+    from .data.corpus import CorpusError
+    from .data.dataset import prepare_task
+    from .data.prepare import PrepareOptions, prepare_text
+
+    if empty not in ("skip", "reject") or tabs not in ("space", "reject"):
+        fail("--empty takes skip or reject; --tabs takes space or reject")
+    try:
+        if task is not None:
+            cfg = load_config("small", [f"data.task={task}", *(overrides or [])])
+            dataset = prepare_task(cfg.data, out)
+            console.print(
+                f"{task}: "
+                + ", ".join(f"{k} {v}" for k, v in dataset.meta["sizes"].items())
+                + f" examples in {out}"
+            )
+            return
+        if data_dir is None:
+            fail("give a DATA_DIR with parallel text files, or --task NAME")
+            return
+        opts = PrepareOptions(
+            src,
+            tgt,
+            vocab_size,
+            not separate_vocab,
+            max_len,
+            max_ratio if max_ratio > 0 else None,
+            empty,
+            tabs,
+        )
+        report = prepare_text(data_dir, out, opts)
+    except (CorpusError, ConfigError, ValueError) as exc:
+        fail(str(exc))
+        return
+    if report["up_to_date"]:
+        console.print(f"{out} is up to date with its inputs; nothing to do")
+        return
+    for name, r in report["splits"].items():
+        console.print(
+            f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
+            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio; "
+            f"{r['tabs_replaced']} lines had tabs replaced"
+        )
+    console.print(f"dataset written to {out}")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Data: vocabularies, corpus validation, binarised datasets, batching and generated tasks."""

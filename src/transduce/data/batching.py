@@ -1,0 +1,137 @@
+"""Token-budget batching as in the paper: similar lengths together, padding counted.
+
+A batch of n examples whose longest side (with BOS/EOS) has L tokens costs n * L tokens,
+and never exceeds `max_tokens`. Batch order is shuffled each epoch with (seed, epoch);
+the position inside an epoch is saved so training resumes mid-epoch. With several ranks,
+each takes a disjoint share of every epoch's batches, and all ranks get the same count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .dataset import Split
+from .vocab import BOS, EOS, PAD
+
+
+@dataclass
+class Batch:
+    src: Tensor  # (batch, m) ids + EOS, right-padded
+    tgt_in: Tensor  # (batch, n) BOS + ids
+    tgt_out: Tensor  # (batch, n) ids + EOS
+    indices: list[int]
+
+    @property
+    def target_tokens(self) -> int:
+        return int(self.tgt_out.ne(PAD).sum())
+
+
+def padded_lengths(split: Split) -> np.ndarray:
+    """Per example, the longer side's length including EOS (source) or BOS/EOS (target)."""
+    return np.maximum(split.src_lengths, split.tgt_lengths) + 1
+
+
+def make_batches(lengths: np.ndarray, max_tokens: int, seed: int) -> tuple[list[list[int]], int]:
+    """Length-sorted batches within the budget; returns (batches, examples too long to fit)."""
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(len(lengths)), lengths))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    dropped = 0
+    for i in order.tolist():
+        length = int(lengths[i])
+        if length > max_tokens:
+            dropped += 1
+            continue
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches, dropped
+
+
+def equalise(batches: list[list[int]], world: int) -> list[list[int]]:
+    """Split the largest batches until the count divides by `world` (no example lost or copied)."""
+    batches = list(batches)
+    while len(batches) % world:
+        largest = max(range(len(batches)), key=lambda b: len(batches[b]))
+        if len(batches[largest]) < 2:
+            raise ValueError(f"cannot share {len(batches)} single-example batches evenly over {world} ranks")
+        half = len(batches[largest]) // 2
+        batches[largest : largest + 1] = [batches[largest][:half], batches[largest][half:]]
+    return batches
+
+
+def padding_efficiency(batches: list[list[int]], lengths: np.ndarray) -> float:
+    """Real tokens over padded tokens (1.0 = no padding)."""
+    real = sum(int(lengths[b].sum()) for b in batches)
+    padded = sum(len(b) * int(lengths[b].max()) for b in batches)
+    return real / max(padded, 1)
+
+
+class BatchSampler:
+    """Endless, resumable stream of this rank's batches, epoch after epoch."""
+
+    def __init__(
+        self,
+        lengths: np.ndarray,
+        max_tokens: int,
+        seed: int,
+        rank: int = 0,
+        world: int = 1,
+        shuffle: bool = True,
+    ) -> None:
+        self.lengths, self.max_tokens, self.seed = lengths, max_tokens, seed
+        self.rank, self.world, self.shuffle = rank, world, shuffle
+        self.epoch, self.position = 0, 0
+        self.dropped = 0
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        batches, self.dropped = make_batches(self.lengths, self.max_tokens, self.seed + epoch)
+        if self.shuffle:
+            perm = np.random.default_rng((self.seed, epoch)).permutation(len(batches))
+            batches = [batches[i] for i in perm]
+        return equalise(batches, self.world)[self.rank :: self.world]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        while True:
+            batches = self.epoch_batches(self.epoch)
+            while self.position < len(batches):
+                self.position += 1
+                yield batches[self.position - 1]
+            self.epoch, self.position = self.epoch + 1, 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def _pad(seqs: list[list[int]]) -> Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def collate(split: Split, indices: list[int]) -> Batch:
+    """Tensors for training: source + EOS, BOS + target (input), target + EOS (output)."""
+    pairs = [split.pair(i) for i in indices]
+    src = [[*s.tolist(), EOS] for s, _ in pairs]
+    tgt = [t.tolist() for _, t in pairs]
+    return Batch(_pad(src), _pad([[BOS, *t] for t in tgt]), _pad([[*t, EOS] for t in tgt]), list(indices))
+
+
+def encode_sources(lines: list[list[int]]) -> Tensor:
+    """Source tensors for decoding: ids + EOS, right-padded."""
+    return _pad([[*ids, EOS] for ids in lines])

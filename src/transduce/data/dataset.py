@@ -1,0 +1,188 @@
+"""Binarised datasets: token ids in flat .npy arrays with offsets, memory-mapped on load.
+
+A dataset directory holds `meta.json` (written last), the vocabularies (`src.*`, `tgt.*`)
+and, per split, `{split}.{src,tgt}.{tokens,offsets}.npy`. It is built in a temporary
+directory and renamed into place, so an interrupted build never leaves anything that loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import DataConfig
+from .vocab import SentencePieceVocab, SymbolVocab, load_vocab
+
+FORMAT_VERSION = 1
+
+
+class DatasetError(ValueError):
+    """A dataset directory that is missing, incomplete or of another format."""
+
+
+@dataclass
+class Split:
+    """Aligned source/target id sequences of one split."""
+
+    src_tokens: np.ndarray
+    src_offsets: np.ndarray
+    tgt_tokens: np.ndarray
+    tgt_offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src_offsets) - 1
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return np.diff(self.src_offsets)
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.diff(self.tgt_offsets)
+
+    def pair(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            self.src_tokens[self.src_offsets[i] : self.src_offsets[i + 1]],
+            self.tgt_tokens[self.tgt_offsets[i] : self.tgt_offsets[i + 1]],
+        )
+
+    @classmethod
+    def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> Split:
+        def flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+            offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+            np.cumsum([len(s) for s in seqs], out=offsets[1:])
+            tokens = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(offsets[-1]))
+            return tokens, offsets
+
+        return cls(*flat(src), *flat(tgt))
+
+    def save(self, directory: Path, name: str) -> None:
+        for side in ("src", "tgt"):
+            np.save(directory / f"{name}.{side}.tokens.npy", getattr(self, f"{side}_tokens"))
+            np.save(directory / f"{name}.{side}.offsets.npy", getattr(self, f"{side}_offsets"))
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> Split:
+        arrays = [
+            np.load(directory / f"{name}.{side}.{kind}.npy", mmap_mode="r")
+            for side in ("src", "tgt")
+            for kind in ("tokens", "offsets")
+        ]
+        return cls(*arrays)
+
+
+class Dataset:
+    """A prepared dataset: vocabularies, splits and the report of how it was made."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        meta_file = self.dir / "meta.json"
+        if not meta_file.exists():
+            raise DatasetError(f"{self.dir}: not a prepared dataset (no meta.json); run `transduce prepare`")
+        self.meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if self.meta.get("format") != FORMAT_VERSION:
+            raise DatasetError(
+                f"{self.dir}: dataset format {self.meta.get('format')} is not {FORMAT_VERSION}"
+            )
+        self.src_vocab = load_vocab(self.dir / "src")
+        self.tgt_vocab = load_vocab(self.dir / "tgt") if not self.meta["shared_vocab"] else self.src_vocab
+        self.splits = {name: Split.load(self.dir, name) for name in self.meta["splits"]}
+
+    @property
+    def shared_vocab(self) -> bool:
+        return bool(self.meta["shared_vocab"])
+
+
+def content_hash(files: list[Path], options: dict) -> str:
+    """Hash of input bytes and options: equal hashes mean `prepare` has nothing to do."""
+    h = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+    for path in files:
+        h.update(path.name.encode())
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def is_up_to_date(out: Path, digest: str) -> bool:
+    meta = out / "meta.json"
+    if not meta.exists():
+        return False
+    with contextlib.suppress(ValueError):
+        return json.loads(meta.read_text(encoding="utf-8")).get("hash") == digest
+    return False
+
+
+@contextlib.contextmanager
+def atomic_directory(final: Path) -> Iterator[Path]:
+    """Yield a temporary directory that replaces `final` only if the block completes."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_dataset(
+    out: Path,
+    splits: dict[str, Split],
+    src_vocab: SentencePieceVocab | SymbolVocab,
+    tgt_vocab: SentencePieceVocab | SymbolVocab | None,
+    meta: dict,
+) -> None:
+    """Write splits, vocabularies and meta.json (last), atomically."""
+    with atomic_directory(out) as tmp:
+        src_vocab.save(tmp / "src")
+        if tgt_vocab is not None:
+            tgt_vocab.save(tmp / "tgt")
+        for name, split in splits.items():
+            split.save(tmp, name)
+        full = {
+            **meta,
+            "format": FORMAT_VERSION,
+            "splits": list(splits),
+            "shared_vocab": tgt_vocab is None,
+            "sizes": {name: len(s) for name, s in splits.items()},
+        }
+        (tmp / "meta.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
+
+
+def prepare_task(cfg: DataConfig, out: Path) -> Dataset:
+    """Write the generated task's splits as a dataset (a no-op when already up to date)."""
+    from .tasks import SPLITS, generate_split, task_symbols
+
+    task_fields = {k: v for k, v in cfg.model_dump().items() if k.startswith("task") or k == "seed"}
+    digest = content_hash([], {"kind": "task", **task_fields})
+    if not is_up_to_date(out, digest):
+        vocab = SymbolVocab(task_symbols(cfg))
+        splits = {}
+        for name in SPLITS:
+            pairs = generate_split(cfg, name)
+            splits[name] = Split.from_lists(
+                [vocab.encode(s) for s, _ in pairs], [vocab.encode(t) for _, t in pairs]
+            )
+        meta = {
+            "hash": digest,
+            "kind": "task",
+            "task": cfg.task,
+            "src_vocab_size": len(vocab),
+            "tgt_vocab_size": len(vocab),
+        }
+        write_dataset(out, splits, vocab, None, meta)
+    return Dataset(out)

@@ -1,0 +1,102 @@
+"""`transduce prepare`: parallel text files -> BPE vocabulary -> binarised dataset."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.progress import Progress
+
+from .corpus import CorpusError, ReadStats, read_parallel
+from .dataset import Split, content_hash, is_up_to_date, write_dataset
+from .vocab import SentencePieceVocab
+
+
+@dataclass
+class PrepareOptions:
+    src: str
+    tgt: str
+    vocab_size: int = 37000
+    shared_vocab: bool = True
+    max_len: int = 256
+    max_ratio: float | None = 3.0
+    empty: str = "skip"
+    tabs: str = "space"
+
+
+def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
+    task = progress.add_task(label, total=len(lines))
+    out: list[list[int]] = []
+    step = 10_000
+    for start in range(0, len(lines), step):
+        out.extend(vocab.sp.encode(lines[start : start + step]))
+        progress.advance(task, min(step, len(lines) - start))
+    return out
+
+
+def _length_filter(
+    src: list[list[int]], tgt: list[list[int]], opts: PrepareOptions, stats: ReadStats
+) -> tuple[list[list[int]], list[list[int]]]:
+    keep_src, keep_tgt = [], []
+    for s, t in zip(src, tgt, strict=True):
+        if len(s) > opts.max_len or len(t) > opts.max_len:
+            stats.skipped_long += 1
+        elif opts.max_ratio is not None and max(len(s), len(t)) > opts.max_ratio * max(
+            1, min(len(s), len(t))
+        ):
+            stats.skipped_ratio += 1
+        else:
+            keep_src.append(s)
+            keep_tgt.append(t)
+    return keep_src, keep_tgt
+
+
+def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True) -> dict:
+    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`."""
+    names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{opts.src}").exists()]
+    files = [data_dir / f"{n}.{side}" for n in names for side in (opts.src, opts.tgt)]
+    for f in files:
+        if not f.exists():
+            raise CorpusError(f"{f}: file not found (expected train.*, dev.* and optional test.* files)")
+    digest = content_hash(files, asdict(opts))
+    if is_up_to_date(out, digest):
+        return {"up_to_date": True, "out": str(out)}
+    report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
+    texts = {
+        n: read_parallel(data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs)
+        for n in names
+    }
+    with Progress(disable=not show_progress, transient=False) as progress:
+        train_src, train_tgt, _ = texts["train"]
+        learn = progress.add_task("learning BPE vocabulary", total=None)
+        if opts.shared_vocab:
+            src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size)
+            tgt_vocab = src_vocab
+        else:
+            src_vocab = SentencePieceVocab.train(train_src, opts.vocab_size)
+            tgt_vocab = SentencePieceVocab.train(train_tgt, opts.vocab_size)
+        progress.update(learn, total=1, completed=1)
+        splits = {}
+        for name, (src, tgt, stats) in texts.items():
+            src_ids = _encode(src_vocab, src, progress, f"encoding {name}.{opts.src}")
+            tgt_ids = _encode(tgt_vocab, tgt, progress, f"encoding {name}.{opts.tgt}")
+            if name == "train":
+                src_ids, tgt_ids = _length_filter(src_ids, tgt_ids, opts, stats)
+            splits[name] = Split.from_lists(src_ids, tgt_ids)
+            report["splits"][name] = {
+                "pairs": len(src_ids),
+                "skipped_empty": stats.skipped_empty,
+                "skipped_too_long": stats.skipped_long,
+                "skipped_ratio": stats.skipped_ratio,
+                "tabs_replaced": stats.tabs_replaced,
+            }
+    meta = {
+        "hash": digest,
+        "kind": "text",
+        "options": asdict(opts),
+        "report": report["splits"],
+        "src_vocab_size": len(src_vocab),
+        "tgt_vocab_size": len(tgt_vocab),
+    }
+    write_dataset(out, splits, src_vocab, None if opts.shared_vocab else tgt_vocab, meta)
+    return report

@@ -1,0 +1,123 @@
+"""Vocabularies: sentencepiece BPE for text, whitespace symbols for generated tasks.
+
+Both reserve the same special ids: pad 0, unk 1, bos 2, eos 3.
+Normalisation: BPE models are trained with sentencepiece's `identity` rule, extra
+whitespace kept, and byte fallback, so any UTF-8 text round-trips exactly:
+decode(encode(text)) == text. Symbol vocabularies split on single spaces and join with them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Protocol
+
+import sentencepiece as spm
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+class Vocab(Protocol):
+    """What the rest of the package needs from a vocabulary."""
+
+    def __len__(self) -> int: ...
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: list[int]) -> str: ...
+    def token(self, i: int) -> str: ...
+    def save(self, prefix: Path) -> None: ...
+
+
+class SentencePieceVocab:
+    """BPE subwords learned with sentencepiece."""
+
+    def __init__(self, model_proto: bytes) -> None:
+        self.proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+
+    @classmethod
+    def train(cls, lines: list[str], size: int, seed_sentences: int = 2_000_000) -> SentencePieceVocab:
+        import io
+
+        buffer = io.BytesIO()
+        try:
+            cls._train(lines, size, seed_sentences, buffer)
+        except RuntimeError as exc:
+            if "smaller than required_chars" in str(exc):
+                raise ValueError(
+                    f"vocabulary size {size} is too small: byte fallback needs 256 byte pieces plus "
+                    f"the corpus's distinct characters ({exc}); raise --vocab-size"
+                ) from None
+            raise
+        return cls(buffer.getvalue())
+
+    @staticmethod
+    def _train(lines: list[str], size: int, seed_sentences: int, buffer: object) -> None:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=buffer,
+            model_type="bpe",
+            vocab_size=size,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            character_coverage=1.0,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            split_digits=True,
+            input_sentence_size=seed_sentences,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            minloglevel=2,
+            num_threads=2,
+        )
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode([i for i in ids if i > EOS])
+
+    def token(self, i: int) -> str:
+        return self.sp.id_to_piece(i)
+
+    def save(self, prefix: Path) -> None:
+        Path(f"{prefix}.spm").write_bytes(self.proto)
+
+
+class SymbolVocab:
+    """A fixed list of whitespace-separated symbols (digits, letters, operators)."""
+
+    def __init__(self, symbols: list[str]) -> None:
+        self.symbols = SPECIALS + [s for s in symbols if s not in SPECIALS]
+        self.index = {s: i for i, s in enumerate(self.symbols)}
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.index.get(s, UNK) for s in text.split(" ") if s]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.symbols[i] for i in ids if i > EOS)
+
+    def token(self, i: int) -> str:
+        return self.symbols[i]
+
+    def save(self, prefix: Path) -> None:
+        Path(f"{prefix}.symbols.json").write_text(json.dumps(self.symbols), encoding="utf-8")
+
+
+def load_vocab(prefix: Path) -> SentencePieceVocab | SymbolVocab:
+    """Load whichever vocabulary was saved under `prefix`."""
+    spm_file, sym_file = Path(f"{prefix}.spm"), Path(f"{prefix}.symbols.json")
+    if spm_file.exists():
+        return SentencePieceVocab(spm_file.read_bytes())
+    if sym_file.exists():
+        return SymbolVocab(json.loads(sym_file.read_text(encoding="utf-8"))[len(SPECIALS) :])
+    raise FileNotFoundError(f"no vocabulary at {prefix} (expected {spm_file.name} or {sym_file.name})")

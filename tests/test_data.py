@@ -1,0 +1,216 @@
+"""Data: corpus validation errors, prepare idempotence and atomicity, batching, generated tasks."""
+
+import numpy as np
+import pytest
+
+from transduce.config import DataConfig
+from transduce.data import dataset as dataset_mod
+from transduce.data.batching import BatchSampler, collate, make_batches, padding_efficiency
+from transduce.data.corpus import CorpusError, read_parallel
+from transduce.data.dataset import Dataset, DatasetError, prepare_task
+from transduce.data.prepare import PrepareOptions, prepare_text
+from transduce.data.tasks import generate_split
+from transduce.data.vocab import BOS, EOS, PAD
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "from", "home"]
+
+
+def write_corpus(folder, n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    for split, size in (("train", n), ("dev", 10), ("test", 5)):
+        src = [" ".join(rng.choice(WORDS, rng.integers(1, 9))) for _ in range(size)]
+        (folder / f"{split}.src").write_text("\n".join(src) + "\n", encoding="utf-8")
+        (folder / f"{split}.tgt").write_text("\n".join(s.upper() for s in src) + "\n", encoding="utf-8")
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+    (tmp_path / "a.src").write_text("x\ny\nz\n")
+    (tmp_path / "a.tgt").write_text("x\ny\n")
+    with pytest.raises(CorpusError, match=r"a\.src has 3 lines, .*a\.tgt has 2"):
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "a.src").write_bytes(b"ok\nalso ok\nbad \xff byte\n")
+    (tmp_path / "a.tgt").write_text("1\n2\n3\n")
+    with pytest.raises(CorpusError, match=r"a\.src:3: invalid UTF-8"):
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+
+
+def test_empty_lines_skipped_and_counted_or_rejected(tmp_path):
+    (tmp_path / "a.src").write_text("one\n\nthree\n   \n")
+    (tmp_path / "a.tgt").write_text("1\n2\n3\n4\n")
+    src, tgt, stats = read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+    assert (src, tgt, stats.skipped_empty) == (["one", "three"], ["1", "3"], 2)
+    with pytest.raises(CorpusError, match=r"a\.src:2: empty line"):
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt", empty="reject")
+
+
+def test_tabs_and_control_characters(tmp_path):
+    (tmp_path / "a.src").write_text("a\tb\nc\n")
+    (tmp_path / "a.tgt").write_text("x\ny\x07z\n")
+    with pytest.raises(CorpusError, match=r"a\.src:1: contains a tab"):
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt", tabs="reject")
+    with pytest.raises(CorpusError, match=r"a\.tgt:2: contains control character U\+0007"):
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+
+
+def test_missing_file_is_reported(tmp_path):
+    write_corpus(tmp_path)
+    (tmp_path / "dev.tgt").unlink()
+    with pytest.raises(CorpusError, match=r"dev\.tgt: file not found"):
+        prepare_text(tmp_path, tmp_path / "out", PrepareOptions("src", "tgt", vocab_size=400), False)
+
+
+def test_prepare_round_trips_and_is_idempotent(tmp_path):
+    write_corpus(tmp_path)
+    out = tmp_path / "out"
+    opts = PrepareOptions("src", "tgt", vocab_size=400)
+    report = prepare_text(tmp_path, out, opts, False)
+    assert not report["up_to_date"] and report["splits"]["train"]["pairs"] == 60
+    ds = Dataset(out)
+    assert set(ds.splits) == {"train", "dev", "test"}
+    first = (tmp_path / "train.src").read_text().splitlines()[0]
+    src_ids, _ = ds.splits["train"].pair(0)
+    assert ds.src_vocab.decode(src_ids.tolist()) == first
+    stamp = (out / "meta.json").stat().st_mtime_ns
+    assert prepare_text(tmp_path, out, opts, False)["up_to_date"]
+    assert (out / "meta.json").stat().st_mtime_ns == stamp
+
+
+def test_interrupted_prepare_leaves_nothing_loadable(tmp_path, monkeypatch):
+    write_corpus(tmp_path)
+    out = tmp_path / "out"
+    calls = []
+
+    def crash(self, directory, name):
+        calls.append(name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("simulated interruption")
+        return original(self, directory, name)
+
+    original = dataset_mod.Split.save
+    monkeypatch.setattr(dataset_mod.Split, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_text(tmp_path, out, PrepareOptions("src", "tgt", vocab_size=400), False)
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.tmp-*"))
+    with pytest.raises(DatasetError, match="not a prepared dataset"):
+        Dataset(out)
+
+
+def test_length_filter_counts(tmp_path):
+    write_corpus(tmp_path)
+    with (tmp_path / "train.src").open("a") as f:
+        f.write(" ".join(["cat"] * 80) + "\n")
+    with (tmp_path / "train.tgt").open("a") as f:
+        f.write("CAT\n")
+    report = prepare_text(
+        tmp_path, tmp_path / "o", PrepareOptions("src", "tgt", vocab_size=400, max_len=40), False
+    )
+    assert report["splits"]["train"]["skipped_too_long"] == 1
+    assert report["splits"]["train"]["pairs"] == 60
+
+
+def test_batches_respect_budget_and_cover_each_example_once():
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(2, 60, 1000)
+    batches, dropped = make_batches(lengths, 300, seed=1)
+    assert dropped == 0
+    assert all(len(b) * lengths[b].max() <= 300 for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    assert padding_efficiency(batches, lengths) > 0.9
+    sampler = BatchSampler(lengths, 300, seed=1)
+    epoch = sampler.epoch_batches(0)
+    assert sorted(i for b in epoch for i in b) == list(range(1000))
+    assert epoch != sampler.epoch_batches(1)  # reshuffled each epoch
+
+
+def test_too_long_examples_are_dropped_not_overflowing():
+    batches, dropped = make_batches(np.array([5, 500, 7]), 100, seed=0)
+    assert dropped == 1 and sorted(i for b in batches for i in b) == [0, 2]
+
+
+def test_ranks_get_disjoint_equal_shards_covering_data():
+    lengths = np.random.default_rng(0).integers(2, 50, 777)
+    shards = [BatchSampler(lengths, 256, seed=5, rank=r, world=2).epoch_batches(0) for r in range(2)]
+    assert len(shards[0]) == len(shards[1])
+    seen = [set(i for b in s for i in b) for s in shards]
+    assert not seen[0] & seen[1]
+    assert seen[0] | seen[1] == set(range(777))
+
+
+def test_sampler_resumes_mid_epoch():
+    lengths = np.random.default_rng(0).integers(2, 50, 300)
+    straight = BatchSampler(lengths, 200, seed=2)
+    it = iter(straight)
+    expected = [next(it) for _ in range(25)]
+    first = BatchSampler(lengths, 200, seed=2)
+    it = iter(first)
+    got = [next(it) for _ in range(11)]
+    resumed = BatchSampler(lengths, 200, seed=2)
+    resumed.load_state_dict(first.state_dict())
+    it = iter(resumed)
+    got += [next(it) for _ in range(14)]
+    assert got == expected
+
+
+def test_collate_adds_bos_eos_and_pads(tmp_path):
+    ds = prepare_task(DataConfig(task="copy", task_train_size=20, task_eval_size=5), tmp_path / "d")
+    batch = collate(ds.splits["train"], [0, 1, 2])
+    for row, i in enumerate([0, 1, 2]):
+        s, t = ds.splits["train"].pair(i)
+        assert batch.src[row, : len(s) + 1].tolist() == [*s.tolist(), EOS]
+        assert batch.tgt_in[row, : len(t) + 1].tolist() == [BOS, *t.tolist()]
+        assert batch.tgt_out[row, : len(t) + 1].tolist() == [*t.tolist(), EOS]
+        assert batch.tgt_out[row, len(t) + 1 :].eq(PAD).all()
+
+
+def _digits(text: str) -> str:
+    return text.replace(" ", "").replace("_", " ")
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse", "addition", "lte"])
+def test_generated_targets_are_correct(task):
+    cfg = DataConfig(task=task, task_train_max_len=5, task_test_max_len=9, task_eval_size=200)
+    for split in ("dev", "test_long"):
+        pairs = generate_split(cfg, split)
+        assert pairs == generate_split(cfg, split)  # seeded
+        for src, tgt in pairs:
+            if task == "copy":
+                assert tgt == src
+            elif task == "reverse":
+                assert tgt.split() == list(reversed(src.split()))
+            elif task == "addition":
+                a, b = _digits(src).split("+")
+                assert int(_digits(tgt)) == int(a) + int(b)
+            else:
+                printed = []
+                exec(_digits(src), {"__builtins__": {}}, {"print": printed.append})
+                assert printed == [int(_digits(tgt))]
+    longest = max(len(s.split()) for s, _ in generate_split(cfg, "dev"))
+    long_min = min(len(s.split()) for s, _ in generate_split(cfg, "test_long"))
+    if task in ("copy", "reverse"):
+        assert longest <= 5 < long_min
+
+
+def test_task_dataset_is_idempotent(tmp_path):
+    cfg = DataConfig(task="reverse", task_train_size=50, task_eval_size=10)
+    ds = prepare_task(cfg, tmp_path / "t")
+    assert set(ds.splits) == {"train", "dev", "test", "test_long"}
+    stamp = (tmp_path / "t" / "meta.json").stat().st_mtime_ns
+    prepare_task(cfg, tmp_path / "t")
+    assert (tmp_path / "t" / "meta.json").stat().st_mtime_ns == stamp
+
+
+def test_bpe_round_trips_any_text_and_rejects_tiny_vocab():
+    from transduce.data.vocab import SentencePieceVocab, SymbolVocab
+
+    lines = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 20
+    vocab = SentencePieceVocab.train(lines, 320)
+    for text in ["the cat  sat ", "Ünïcödé 中文 🎉 never seen", "  spaced\tout  ", "x" * 500]:
+        assert vocab.decode(vocab.encode(text)) == text
+    with pytest.raises(ValueError, match="too small"):
+        SentencePieceVocab.train(lines, 50)
+    sym = SymbolVocab(["1", "2", "+"])
+    assert sym.decode(sym.encode("1 + 2 2")) == "1 + 2 2"
