@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .config import ConfigError
+from .config import ConfigError, DecodeConfig
+
+if TYPE_CHECKING:
+    from .train.trainer import Trainer
 
 app = typer.Typer(
     help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
@@ -17,7 +20,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(stderr=True)  # messages, progress and errors
+out = Console()  # results
 
 
 @app.callback()
@@ -77,11 +81,11 @@ def inspect(
         )
     emb = embedding_params(model)
     table.add_row("-", "embeddings + output", "1", "-", f"{emb:,}", "-")
-    console.print(table)
+    out.print(table)
     total = sum(p.numel() for p in model.parameters())
     fwd = flops_per_token(cfg.model, tgt_v, src_len, tgt_len)
-    console.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
-    console.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
+    out.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
+    out.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
 
 
 @app.command()
@@ -159,6 +163,220 @@ def prepare(
             f"{r['tabs_replaced']} lines had tabs replaced"
         )
     console.print(f"dataset written to {out}")
+
+
+@app.command()
+def train(
+    config: Annotated[str, typer.Argument(help="A preset or a TOML/YAML config file.")],
+    overrides: Overrides = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Where checkpoints and logs go; default runs/<config name>.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from the newest intact checkpoint in the run directory.")
+    ] = True,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes."""
+    from .config import load_config
+    from .data.dataset import DatasetError
+    from .train.trainer import Trainer, TrainingError, setup_distributed
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as exc:
+        fail(str(exc))
+        return
+    run = run_dir or Path("runs") / Path(config).stem
+    if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
+        fail(f"{run} already holds checkpoints; use --resume or another --run-dir")
+    env = setup_distributed()
+    try:
+        trainer = Trainer(cfg, run, env, show_progress=progress)
+        metrics = trainer.fit(resume=resume)
+    except (ConfigError, DatasetError, TrainingError) as exc:
+        fail(str(exc))
+        return
+    if env.main:
+        show_samples(trainer)
+        console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
+        if metrics:
+            console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+
+def show_samples(trainer: Trainer, count: int = 5) -> None:
+    """Print a few dev examples with the model's greedy output."""
+    split = trainer.data.splits["dev"]
+    preds, refs = trainer.predict(split, limit=count)
+    vocab_src, vocab_tgt = trainer.data.src_vocab, trainer.data.tgt_vocab
+    table = Table(title="dev samples (greedy)")
+    for col in ("source", "reference", "output", "ok"):
+        table.add_column(col)
+    for i, (pred, ref) in enumerate(zip(preds, refs, strict=True)):
+        table.add_row(
+            vocab_src.decode(split.pair(i)[0].tolist()),
+            vocab_tgt.decode(ref),
+            vocab_tgt.decode(pred),
+            "yes" if pred == ref else "no",
+        )
+    out.print(table)
+
+
+@app.command()
+def average(
+    checkpoints: Annotated[
+        list[Path] | None, typer.Argument(help="Checkpoint directories to average.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the averaged checkpoint.")] = Path(
+        "averaged"
+    ),
+    last: Annotated[
+        int | None, typer.Option(help="Average the last K checkpoints of --run-dir instead.")
+    ] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory for --last.")] = None,
+) -> None:
+    """Average checkpoint parameters (the paper: last 5 for base, last 20 for big)."""
+    from .inference import write_model_checkpoint
+    from .train.average import average_checkpoints, last_checkpoints
+    from .train.checkpoint import CheckpointError
+
+    try:
+        if last is not None:
+            if run_dir is None:
+                fail("--last needs --run-dir")
+                return
+            paths = last_checkpoints(run_dir, last)
+        else:
+            paths = list(checkpoints or [])
+        averaged = average_checkpoints(paths)
+        write_model_checkpoint(out, averaged)
+    except CheckpointError as exc:
+        fail(str(exc))
+        return
+    console.print(f"averaged {len(paths)} checkpoints into {out}")
+
+
+def _decode_options(cfg: DecodeConfig, **given: object) -> DecodeConfig:
+    values = cfg.model_dump()
+    values.update({k: v for k, v in given.items() if v is not None})
+    try:
+        return DecodeConfig.model_validate(values)
+    except ValueError as exc:  # pydantic's ValidationError names the option
+        fail(str(exc))
+        raise
+
+
+def _read_input(path: Path | None) -> list[str]:
+    import sys
+
+    from .data.corpus import CorpusError, read_lines
+
+    if path is None:
+        data = sys.stdin.buffer.read()
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        try:
+            return [line.decode("utf-8").removesuffix("\r") for line in lines]
+        except UnicodeDecodeError:
+            for number, line in enumerate(lines, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    fail(f"<stdin>:{number}: invalid UTF-8 ({exc.reason})")
+            raise
+    try:
+        return read_lines(path)
+    except CorpusError as exc:
+        fail(str(exc))
+        raise
+
+
+def _write_output(path: Path | None, lines: list[str]) -> None:
+    import os
+    import sys
+
+    text = "".join(line + "\n" for line in lines)
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@app.command()
+def translate(
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A checkpoint directory, or a run directory (its best checkpoint).")
+    ],
+    input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file; default stdin.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Output file (written atomically); default stdout.")
+    ] = None,
+    beam: Annotated[
+        int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")
+    ] = None,
+    alpha: Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")] = None,
+    greedy: Annotated[bool, typer.Option(help="Greedy search instead of beam search.")] = False,
+    nbest: Annotated[int | None, typer.Option(help="Print the n best as 'line ||| text ||| score'.")] = None,
+    max_len_a: Annotated[
+        float | None, typer.Option(help="Max output length = a * source length + b.")
+    ] = None,
+    max_len_b: Annotated[int | None, typer.Option(help="See --max-len-a (paper: b = 50).")] = None,
+    min_len: Annotated[
+        int | None, typer.Option(help="Minimum output length (EOS blocked before it).")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")] = None,
+    max_src_len: Annotated[
+        int, typer.Option(help="Truncate longer inputs (in subword tokens), with a warning.")
+    ] = 1024,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
+) -> None:
+    """Translate lines: input order and line count kept; empty lines give empty lines."""
+    import torch
+    from rich.progress import Progress
+
+    from .decode.translate import decode_all
+    from .inference import load_model
+    from .train.checkpoint import CheckpointError
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        loaded = load_model(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
+        return
+    opts = _decode_options(
+        loaded.config.decode,
+        beam=beam,
+        alpha=alpha,
+        nbest=nbest,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        min_len=min_len,
+        max_tokens=max_tokens,
+    )
+    lines = _read_input(input)
+    sources = [loaded.src_vocab.encode(line) if line.strip() else [] for line in lines]
+    long = sum(len(s) > max_src_len for s in sources)
+    if long:
+        console.print(f"[yellow]warning:[/] {long} input lines truncated to {max_src_len} tokens", style=None)
+        sources = [s[:max_src_len] for s in sources]
+    with Progress(console=Console(stderr=True), disable=input is None) as progress:
+        task = progress.add_task("translating", total=len(sources))
+        results = decode_all(
+            loaded.model, sources, opts, use_greedy=greedy, on_batch=lambda n: progress.advance(task, n)
+        )
+    out_lines = []
+    for number, hyps in enumerate(results):
+        if opts.nbest > 1:
+            out_lines += [f"{number} ||| {loaded.tgt_vocab.decode(h.tokens)} ||| {h.score:.4f}" for h in hyps]
+        else:
+            out_lines.append(loaded.tgt_vocab.decode(hyps[0].tokens) if hyps else "")
+    _write_output(output, out_lines)
 
 
 def main() -> None:

@@ -141,7 +141,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "decoder_layers": 3,
             "dropout": 0.1,
         },
-        "train": {"warmup": 1000, "lr_scale": 2.0},
+        "train": {"warmup": 1000, "lr_scale": 1.0},
     },
     "base": {
         "model": {

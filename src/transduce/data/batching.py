@@ -89,9 +89,10 @@ class BatchSampler:
         rank: int = 0,
         world: int = 1,
         shuffle: bool = True,
+        accumulate: int = 1,
     ) -> None:
         self.lengths, self.max_tokens, self.seed = lengths, max_tokens, seed
-        self.rank, self.world, self.shuffle = rank, world, shuffle
+        self.rank, self.world, self.shuffle, self.accumulate = rank, world, shuffle, accumulate
         self.epoch, self.position = 0, 0
         self.dropped = 0
 
@@ -100,7 +101,9 @@ class BatchSampler:
         if self.shuffle:
             perm = np.random.default_rng((self.seed, epoch)).permutation(len(batches))
             batches = [batches[i] for i in perm]
-        return equalise(batches, self.world)[self.rank :: self.world]
+        # A multiple of world * accumulate: every optimizer step sees complete groups, and one
+        # process accumulating k batches sees exactly what k ranks see in one step.
+        return equalise(batches, self.world * self.accumulate)[self.rank :: self.world]
 
     def __iter__(self) -> Iterator[list[int]]:
         while True:

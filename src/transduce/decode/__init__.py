@@ -1,0 +1,1 @@
+"""Decoding: search over a model's cached decoder, batched translation of text."""

@@ -1,0 +1,1 @@
+"""Training: schedule, loss, checkpoints, averaging, the trainer loop."""

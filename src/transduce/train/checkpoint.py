@@ -1,0 +1,186 @@
+"""Checkpoints: safetensors weights + JSON, with trainer state in separate files.
+
+A checkpoint is a directory:
+  model.safetensors      parameters (no pickle anywhere)
+  config.json            the full config, vocabulary sizes, step, metrics, file checksums
+  src.* / tgt.*          the vocabularies, so a checkpoint translates on its own
+  trainer.safetensors    optimizer tensors and RNG states   (training checkpoints only)
+  trainer.json           optimizer scalars, step, data position, counters
+It is written to a temporary directory and renamed, so a crash never leaves half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from ..config import Config, build_config
+from ..data.dataset import atomic_directory
+
+STEP_DIR = re.compile(r"^ckpt-(\d{8})$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, truncated, corrupt or of another architecture."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def state_tensors(model: nn.Module) -> dict[str, Tensor]:
+    """Parameters and persistent buffers; tied weights stored once under their first name."""
+    seen: dict[int, str] = {}
+    out: dict[str, Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        key = tensor.data_ptr()
+        if key in seen and tensor.numel():
+            continue
+        seen[key] = name
+        out[name] = tensor.detach().contiguous().cpu()
+    return out
+
+
+@dataclass
+class Checkpoint:
+    """What a loaded checkpoint holds."""
+
+    path: Path
+    config: Config
+    meta: dict[str, Any]
+    weights: dict[str, Tensor]
+    trainer: dict[str, Any] | None = None
+    trainer_tensors: dict[str, Tensor] = field(default_factory=dict)
+
+    @property
+    def step(self) -> int:
+        return int(self.meta.get("step", 0))
+
+
+def save_checkpoint(
+    path: Path,
+    weights: dict[str, Tensor],
+    config: Config,
+    meta: dict[str, Any],
+    vocab_files: list[Path],
+    trainer: dict[str, Any] | None = None,
+    trainer_tensors: dict[str, Tensor] | None = None,
+) -> None:
+    """Write a checkpoint directory atomically."""
+    with atomic_directory(path) as tmp:
+        save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"))
+        for f in vocab_files:
+            shutil.copyfile(f, tmp / f.name)
+        files = ["model.safetensors"]
+        if trainer is not None:
+            save_file(trainer_tensors or {}, str(tmp / "trainer.safetensors"))
+            (tmp / "trainer.json").write_text(json.dumps(trainer), encoding="utf-8")
+            files += ["trainer.safetensors", "trainer.json"]
+        meta = {k: v for k, v in meta.items() if k not in ("config", "checksums")}
+        full = {
+            **meta,
+            "config": config.model_dump(mode="json"),
+            "checksums": {name: _sha256(tmp / name) for name in files},
+        }
+        (tmp / "config.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
+
+
+def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
+    """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
+    path = Path(path)
+    config_file = path / "config.json"
+    if not config_file.exists():
+        raise CheckpointError(f"{path}: not a checkpoint (no config.json)")
+    try:
+        meta = json.loads(config_file.read_text(encoding="utf-8"))
+        config = build_config(meta["config"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"{config_file}: unreadable checkpoint metadata: {exc}") from None
+    names = ["model.safetensors"] + (["trainer.safetensors", "trainer.json"] if with_trainer else [])
+    for name in names:
+        file = path / name
+        if not file.exists():
+            raise CheckpointError(f"{file}: missing from the checkpoint")
+        expected = meta.get("checksums", {}).get(name)
+        if expected is not None and _sha256(file) != expected:
+            raise CheckpointError(f"{file}: corrupt or truncated (checksum mismatch)")
+    try:
+        weights = load_file(str(path / "model.safetensors"))
+        trainer, tensors = None, {}
+        if with_trainer:
+            tensors = load_file(str(path / "trainer.safetensors"))
+            trainer = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise CheckpointError(f"{path}: cannot read checkpoint: {exc}") from None
+    return Checkpoint(path, config, meta, weights, trainer, tensors)
+
+
+def load_weights(model: nn.Module, weights: dict[str, Tensor]) -> None:
+    """Load weights saved by `save_checkpoint` (tied tensors stored once)."""
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {name for name in missing if _is_tied(model, name, weights)}
+    really_missing = [m for m in missing if m not in tied]
+    if really_missing or unexpected:
+        raise CheckpointError(
+            f"weights do not fit the model: missing {really_missing[:5]}, unexpected {list(unexpected)[:5]}"
+        )
+
+
+def _is_tied(model: nn.Module, name: str, weights: dict[str, Tensor]) -> bool:
+    state = model.state_dict()
+    ptr = state[name].data_ptr()
+    return any(state[other].data_ptr() == ptr for other in weights if other in state and other != name)
+
+
+def step_checkpoints(directory: Path) -> list[Path]:
+    """Checkpoint directories `ckpt-NNNNNNNN` under `directory`, oldest first."""
+    if not directory.exists():
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_dir() and STEP_DIR.match(p.name))
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """Split an optimizer state dict into JSON scalars and named tensors."""
+    state = optimizer.state_dict()
+    tensors: dict[str, Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for pid, slots in state["state"].items():
+        for slot, value in slots.items():
+            if isinstance(value, Tensor):
+                tensors[f"optim.{pid}.{slot}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{pid}.{slot}"] = value
+    return {"param_groups": state["param_groups"], "scalars": scalars}, tensors
+
+
+def restore_optimizer(
+    optimizer: torch.optim.Optimizer, saved: dict[str, Any], tensors: dict[str, Tensor]
+) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, pid, slot = key.split(".", 2)
+            state.setdefault(int(pid), {})[slot] = value
+    for key, value in saved["scalars"].items():
+        pid, slot = key.split(".", 1)
+        state.setdefault(int(pid), {})[slot] = value
+    optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+
+
+def vocab_files(directory: Path) -> list[Path]:
+    """The vocabulary files (`src.*`, `tgt.*`) of a dataset or checkpoint directory."""
+    return sorted(p for p in Path(directory).iterdir() if p.name.startswith(("src.", "tgt.")))

@@ -1,0 +1,421 @@
+"""The training loop: the paper's recipe, validation, checkpoints, exact resume, DDP.
+
+One optimizer step consumes `train.accumulate` batches on each of the `world` ranks; the
+summed loss is divided by the step's global target-token count, so one process
+accumulating k batches computes the same update as k ranks with one batch each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch import nn
+
+from ..config import Config, ConfigError
+from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_lengths
+from ..data.dataset import Dataset, Split, prepare_task
+from ..data.vocab import PAD
+from ..decode.translate import decode_all
+from ..evaluate import accuracy, corpus_scores, perplexity
+from ..model import build_model
+from .checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_weights,
+    optimizer_state,
+    restore_optimizer,
+    save_checkpoint,
+    state_tensors,
+    step_checkpoints,
+    vocab_files,
+)
+from .loss import label_smoothed_loss
+from .schedule import inverse_sqrt_lr
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (repeated non-finite losses, a checkpoint of another model)."""
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+
+def setup_distributed() -> Distributed:
+    """Join the process group torchrun describes (gloo on CPU, NCCL on GPUs)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Distributed(int(os.environ.get("RANK", "0")), world)
+
+
+def load_data(cfg: Config, run_dir: Path, env: Distributed) -> Dataset:
+    """A prepared dataset directory, or the generated task written under the run directory."""
+    if cfg.data.task is not None:
+        if env.main:
+            prepare_task(cfg.data, run_dir / "data")
+        env.barrier()
+        return Dataset(run_dir / "data")
+    if cfg.data.dataset is not None:
+        return Dataset(Path(cfg.data.dataset))
+    raise ConfigError("set data.dataset (a directory from `transduce prepare`) or data.task")
+
+
+@dataclass
+class StepStats:
+    loss: float
+    nll: float
+    tokens: int
+    grad_norm: float
+
+
+@dataclass
+class TrainState:
+    """Counters saved with every checkpoint."""
+
+    step: int = 0
+    bad_in_row: int = 0
+    skipped: int = 0
+    best_loss: float | None = None
+    best_step: int | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Trainer:
+    """Trains one model on one dataset into a run directory."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        run_dir: Path,
+        env: Distributed | None = None,
+        show_progress: bool = True,
+        console: Console | None = None,
+    ) -> None:
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.env = env or Distributed()
+        self.show = show_progress and self.env.main
+        self.console = console or Console(quiet=not self.show)
+        self.device = (
+            torch.device("cuda", self.env.rank % torch.cuda.device_count())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
+        if cfg.train.threads is not None:
+            torch.set_num_threads(cfg.train.threads)
+        torch.manual_seed(cfg.train.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.data = load_data(cfg, self.run_dir, self.env)
+        self.train_split = self.data.splits["train"]
+        self.model = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab), PAD)
+        self.model.to(self.device)
+        self.net: nn.Module = self.model
+        if self.env.world > 1:
+            self.net = nn.parallel.DistributedDataParallel(self.model)
+        t = cfg.train
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=0.0, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
+        )
+        self.sampler = BatchSampler(
+            padded_lengths(self.train_split),
+            cfg.data.max_tokens,
+            cfg.data.seed,
+            self.env.rank,
+            self.env.world,
+            accumulate=t.accumulate,
+        )
+        self.state = TrainState()
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=t.precision == "fp16" and self.device.type == "cuda"
+        )
+        self.checkpoints = self.run_dir / "checkpoints"
+
+    # ----------------------------------------------------------------- state
+    def resume(self) -> bool:
+        """Load the newest intact checkpoint, skipping damaged ones; False if none."""
+        for path in reversed(step_checkpoints(self.checkpoints)):
+            try:
+                ck = load_checkpoint(path, with_trainer=True)
+            except CheckpointError as exc:
+                self.console.print(f"[yellow]warning:[/] skipping damaged checkpoint: {exc}")
+                continue
+            if ck.config.model != self.cfg.model:
+                raise TrainingError(
+                    f"{path} holds a different model architecture than the config; "
+                    "use a new run directory or the same model settings"
+                )
+            assert ck.trainer is not None
+            load_weights(self.model, ck.weights)
+            restore_optimizer(self.optimizer, ck.trainer["optimizer"], ck.trainer_tensors)
+            self.sampler.load_state_dict(ck.trainer["sampler"])
+            torch.set_rng_state(ck.trainer_tensors["rng.torch"])
+            self.state = TrainState(**ck.trainer["state"])
+            self.console.print(f"resumed from {path} at step {self.state.step}")
+            return True
+        return False
+
+    def save(self) -> Path:
+        """Write a checkpoint; it becomes the best one if validated at this step with a lower loss."""
+        path = self.checkpoints / f"ckpt-{self.state.step:08d}"
+        latest = self.state.history[-1] if self.state.history else None
+        if (
+            latest is not None
+            and latest["step"] == self.state.step
+            and (self.state.best_loss is None or latest["dev_loss"] < self.state.best_loss)
+        ):
+            self.state.best_loss, self.state.best_step = latest["dev_loss"], self.state.step
+        opt_scalars, opt_tensors = optimizer_state(self.optimizer)
+        meta = {
+            "step": self.state.step,
+            "src_vocab_size": len(self.data.src_vocab),
+            "tgt_vocab_size": len(self.data.tgt_vocab),
+            "shared_vocab": self.data.shared_vocab,
+            "task": self.data.meta.get("task"),
+            "metrics": self.state.history[-1] if self.state.history else {},
+        }
+        trainer = {
+            "optimizer": opt_scalars,
+            "sampler": self.sampler.state_dict(),
+            "state": self.state.__dict__,
+        }
+        save_checkpoint(
+            path,
+            state_tensors(self.model),
+            self.cfg,
+            meta,
+            vocab_files(self.data.dir),
+            trainer,
+            {**opt_tensors, "rng.torch": torch.get_rng_state()},
+        )
+        self._prune()
+        return path
+
+    def _prune(self) -> None:
+        keep = {p.name for p in step_checkpoints(self.checkpoints)[-self.cfg.train.keep_last :]}
+        if self.state.best_step is not None:
+            keep.add(f"ckpt-{self.state.best_step:08d}")
+            (self.run_dir / "best.json").write_text(json.dumps({"step": self.state.best_step}))
+        for p in step_checkpoints(self.checkpoints):
+            if p.name not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+
+    # ----------------------------------------------------------------- steps
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        p = self.cfg.train.precision
+        if p == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if p == "bf16" else torch.float16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def train_step(self, batches: list[Batch]) -> StepStats | None:
+        """One optimizer update over `batches`; None if the loss or gradient was not finite."""
+        tokens = torch.tensor([float(sum(b.target_tokens for b in batches))], device=self.device)
+        if self.env.world > 1:
+            dist.all_reduce(tokens)
+        total = float(tokens.item())
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = torch.zeros(2, device=self.device)
+        for i, b in enumerate(batches):
+            sync = self.env.world == 1 or i == len(batches) - 1
+            ctx = contextlib.nullcontext() if sync else self.net.no_sync()  # type: ignore[operator]
+            with ctx:
+                with self._autocast():
+                    logits = self.net(b.src.to(self.device), b.tgt_in.to(self.device))
+                    loss, nll = label_smoothed_loss(
+                        logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
+                    )
+                self.scaler.scale(loss * (self.env.world / total)).backward()
+            sums += torch.stack([loss.detach(), nll])
+        if self.env.world > 1:
+            dist.all_reduce(sums)
+        self.scaler.unscale_(self.optimizer)
+        clip = self.cfg.train.clip_norm or math.inf
+        norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        if not (math.isfinite(float(sums[0])) and math.isfinite(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.update()
+            return None
+        lr = inverse_sqrt_lr(
+            self.state.step + 1, self.cfg.model.d_model, self.cfg.train.warmup, self.cfg.train.lr_scale
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.state.step += 1
+        return StepStats(float(sums[0]) / total, float(sums[1]) / total, int(total), norm)
+
+    # ------------------------------------------------------------ validation
+    @torch.no_grad()
+    def dev_loss(self, split: Split) -> tuple[float, float]:
+        self.model.eval()
+        batches, _ = make_batches(padded_lengths(split), self.cfg.data.max_tokens, seed=0)
+        loss_sum = nll_sum = tokens = 0.0
+        for idx in batches:
+            b = collate(split, idx)
+            loss, nll = label_smoothed_loss(
+                self.model(b.src.to(self.device), b.tgt_in.to(self.device)),
+                b.tgt_out.to(self.device),
+                self.cfg.train.label_smoothing,
+                PAD,
+            )
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + b.target_tokens
+        self.model.train()
+        return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1)
+
+    def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
+        """Greedy outputs and references for the first `limit` examples of a split."""
+        n = len(split) if limit is None else min(limit, len(split))
+        sources = [split.pair(i)[0].tolist() for i in range(n)]
+        refs = [split.pair(i)[1].tolist() for i in range(n)]
+        hyps = decode_all(self.model, sources, self.cfg.decode, use_greedy=True, device=self.device)
+        return [h[0].tokens if h else [] for h in hyps], refs
+
+    def validate(self) -> dict[str, Any]:
+        loss, nll = self.dev_loss(self.data.splits["dev"])
+        metrics: dict[str, Any] = {"step": self.state.step, "dev_loss": loss, "dev_ppl": perplexity(nll, 1)}
+        if self.data.meta.get("kind") == "task":
+            for name in ("dev", "test_long"):
+                preds, refs = self.predict(self.data.splits[name])
+                acc = accuracy(preds, refs)
+                metrics[f"{name}_char_acc"], metrics[f"{name}_seq_acc"] = acc.char, acc.sequence
+        else:
+            preds, refs = self.predict(self.data.splits["dev"])
+            scores = corpus_scores(
+                [self.data.tgt_vocab.decode(p) for p in preds], [self.data.tgt_vocab.decode(r) for r in refs]
+            )
+            metrics["dev_bleu"], metrics["dev_chrf"] = scores.bleu, scores.chrf
+        return metrics
+
+    # ------------------------------------------------------------------ loop
+    def fit(self, resume: bool = False) -> dict[str, Any]:
+        """Train to `train.steps`, validating and checkpointing on the way."""
+        t = self.cfg.train
+        if resume:
+            self.resume()
+        logger = RunLogger(self.run_dir, self.env.main)
+        stream = iter(self.sampler)
+        last_save = time.monotonic()
+        window_tokens, window_start = 0, time.monotonic()
+        columns = [
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+        ]
+        with Progress(*columns, console=self.console, disable=not self.show) as progress:
+            bar = progress.add_task("train", total=t.steps, completed=self.state.step, stats="")
+            while self.state.step < t.steps:
+                batches = [collate(self.train_split, next(stream)) for _ in range(t.accumulate)]
+                stats = self.train_step(batches)
+                if stats is None:
+                    self.state.skipped += 1
+                    self.state.bad_in_row += 1
+                    logger.text(
+                        f"step {self.state.step}: non-finite loss or gradient, update skipped "
+                        f"({self.state.bad_in_row} in a row)"
+                    )
+                    if self.state.bad_in_row >= t.max_bad_steps:
+                        raise TrainingError(
+                            f"{self.state.bad_in_row} non-finite losses in a row at step {self.state.step}; "
+                            "lower train.lr_scale, set train.clip_norm, or check the data"
+                        )
+                    continue
+                self.state.bad_in_row = 0
+                window_tokens += stats.tokens
+                progress.update(bar, completed=self.state.step)
+                step = self.state.step
+                if step % t.log_every == 0 or step == t.steps:
+                    elapsed = max(time.monotonic() - window_start, 1e-9)
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    row = {
+                        "loss": stats.loss,
+                        "nll": stats.nll,
+                        "ppl": perplexity(stats.nll, 1),
+                        "lr": lr,
+                        "grad_norm": stats.grad_norm,
+                        "tokens_per_s": window_tokens / elapsed,
+                    }
+                    logger.scalars(step, {f"train/{k}": v for k, v in row.items()})
+                    progress.update(
+                        bar, stats=f"loss {stats.loss:.3f} lr {lr:.2e} {row['tokens_per_s']:.0f} tok/s"
+                    )
+                    window_tokens, window_start = 0, time.monotonic()
+                if step % t.validate_every == 0 or step == t.steps:
+                    self._validate_and_record(logger, progress)
+                minutes = t.save_every_minutes
+                due_time = minutes is not None and time.monotonic() - last_save >= 60 * minutes
+                if step % t.save_every == 0 or step == t.steps or due_time:
+                    if self.env.main:
+                        self.save()
+                    self.env.barrier()
+                    last_save = time.monotonic()
+        logger.close()
+        return self.state.history[-1] if self.state.history else {}
+
+    def _validate_and_record(self, logger: RunLogger, progress: Progress) -> None:
+        if self.env.main:
+            metrics = self.validate()
+            self.state.history.append(metrics)
+            logger.scalars(self.state.step, {f"valid/{k}": v for k, v in metrics.items() if k != "step"})
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "step")
+            progress.console.print(f"step {self.state.step}: {shown}")
+        self.env.barrier()
+
+
+class RunLogger:
+    """TensorBoard event files plus a plain-text log, written by the main process."""
+
+    def __init__(self, run_dir: Path, active: bool) -> None:
+        self.active = active
+        self.writer = None
+        self.file = None
+        if active:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tb"))
+            self.file = (run_dir / "train.log").open("a", encoding="utf-8")
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        if not self.active:
+            return
+        assert self.writer is not None
+        for key, value in values.items():
+            if isinstance(value, (int, float, np.floating)):
+                self.writer.add_scalar(key, float(value), step)
+        self.text(f"step {step}: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()))
+
+    def text(self, line: str) -> None:
+        if self.file is not None:
+            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.file is not None:
+            self.file.close()

@@ -1,0 +1,215 @@
+"""Training: schedule, label smoothing, learning, exact resume, averaging, DDP, damaged checkpoints."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from transduce.config import load_config
+from transduce.train import trainer as trainer_mod
+from transduce.train.average import average_checkpoints
+from transduce.train.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
+from transduce.train.loss import label_smoothed_loss
+from transduce.train.schedule import inverse_sqrt_lr
+from transduce.train.trainer import Trainer, TrainingError
+
+TINY = [
+    "model.d_model=32",
+    "model.heads=4",
+    "model.d_ff=64",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    "data.task=copy",
+    "data.task_train_max_len=6",
+    "data.task_test_max_len=8",
+    "data.task_train_size=300",
+    "data.task_eval_size=20",
+    "data.max_tokens=200",
+    "train.warmup=10",
+    "train.lr_scale=0.5",
+    "train.validate_every=1000",
+    "train.log_every=1000",
+]
+
+
+def tiny_config(*extra):
+    return load_config("small", [*TINY, *extra])
+
+
+def test_schedule_matches_formula():
+    d, warmup, scale = 512, 4000, 1.0
+    for step in (1, warmup, 10 * warmup):
+        expected = scale * d**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert inverse_sqrt_lr(step, d, warmup, scale) == pytest.approx(expected, rel=1e-12)
+    assert inverse_sqrt_lr(warmup, d, warmup) > inverse_sqrt_lr(warmup - 1, d, warmup)
+    assert inverse_sqrt_lr(warmup, d, warmup) > inverse_sqrt_lr(warmup + 1, d, warmup)
+
+
+def test_label_smoothing_equals_explicit_distribution():
+    torch.manual_seed(1)
+    vocab, eps, pad = 7, 0.1, 0
+    logits = torch.randn(2, 3, vocab)
+    target = torch.tensor([[3, 5, 0], [1, 2, 6]])
+    smoothed, nll = label_smoothed_loss(logits, target, eps, pad)
+    expected_smoothed = expected_nll = 0.0
+    for b in range(2):
+        for t in range(3):
+            if target[b, t] == pad:
+                continue
+            q = torch.full((vocab,), eps / vocab)
+            q[target[b, t]] += 1 - eps
+            logp = torch.log_softmax(logits[b, t], -1)
+            expected_smoothed += float(-(q * logp).sum())
+            expected_nll += float(-logp[target[b, t]])
+    assert smoothed.item() == pytest.approx(expected_smoothed, rel=1e-5)
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-5)
+
+
+def test_small_model_learns_copy(tmp_path):
+    cfg = load_config(
+        "small",
+        [
+            "model.d_model=64",
+            "model.heads=4",
+            "model.d_ff=256",
+            "model.encoder_layers=2",
+            "model.decoder_layers=2",
+            "model.dropout=0",
+            "data.task=copy",
+            "data.task_train_max_len=6",
+            "data.task_test_max_len=8",
+            "data.task_train_size=4000",
+            "data.task_eval_size=200",
+            "data.max_tokens=1024",
+            "train.steps=700",
+            "train.warmup=100",
+            "train.lr_scale=0.25",
+            "train.validate_every=700",
+            "train.save_every=700",
+            "train.threads=2",
+        ],
+    )
+    metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
+    assert metrics["dev_seq_acc"] >= 0.99, metrics
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(step_checkpoints(run / "checkpoints")[-1] / "model.safetensors"))
+
+
+def test_resume_gives_identical_parameters(tmp_path):
+    straight = tiny_config("train.steps=12", "train.save_every=6")
+    Trainer(straight, tmp_path / "a", show_progress=False).fit()
+    Trainer(tiny_config("train.steps=6", "train.save_every=6"), tmp_path / "b", show_progress=False).fit()
+    resumed = Trainer(straight, tmp_path / "b", show_progress=False)
+    resumed.fit(resume=True)
+    assert resumed.state.step == 12
+    a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_corrupt_checkpoint_reported_and_resume_falls_back(tmp_path, capsys):
+    cfg = tiny_config("train.steps=4", "train.save_every=2")
+    Trainer(cfg, tmp_path / "r", show_progress=False).fit()
+    first, last = step_checkpoints(tmp_path / "r" / "checkpoints")
+    weights = last / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_checkpoint(last, with_trainer=True)
+    again = Trainer(tiny_config("train.steps=4", "train.save_every=2"), tmp_path / "r", show_progress=True)
+    assert again.resume()
+    assert again.state.step == 2
+    assert "skipping damaged checkpoint" in capsys.readouterr().out
+
+
+def test_averaging_copies_and_means(tmp_path):
+    cfg = tiny_config("train.steps=4", "train.save_every=2", "train.keep_last=5")
+    Trainer(cfg, tmp_path / "r", show_progress=False).fit()
+    first, second = step_checkpoints(tmp_path / "r" / "checkpoints")
+    same = average_checkpoints([first, first, first])
+    one = load_checkpoint(first).weights
+    assert all(torch.allclose(same.weights[k], one[k], atol=1e-7) for k in one)
+    mean = average_checkpoints([first, second])
+    two = load_checkpoint(second).weights
+    assert all(torch.allclose(mean.weights[k], (one[k] + two[k]) / 2, atol=1e-7) for k in one)
+    Trainer(
+        tiny_config("train.steps=2", "train.save_every=2", "model.d_ff=32"),
+        tmp_path / "other",
+        show_progress=False,
+    ).fit()
+    with pytest.raises(CheckpointError, match="different architectures"):
+        average_checkpoints([first, step_checkpoints(tmp_path / "other" / "checkpoints")[0]])
+
+
+def test_non_finite_losses_are_skipped_then_stop(tmp_path, monkeypatch):
+    real = trainer_mod.label_smoothed_loss
+
+    def poisoned(*args, **kwargs):
+        loss, nll = real(*args, **kwargs)
+        return loss * math.nan, nll
+
+    monkeypatch.setattr(trainer_mod, "label_smoothed_loss", poisoned)
+    trainer = Trainer(
+        tiny_config("train.steps=10", "train.max_bad_steps=3"), tmp_path / "r", show_progress=False
+    )
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(TrainingError, match="3 non-finite losses in a row"):
+        trainer.fit()
+    assert trainer.state.step == 0 and trainer.state.skipped == 3
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def test_ddp_two_processes_equal_one_process_with_same_global_batch(tmp_path):
+    common = [*TINY, "model.dropout=0", "train.steps=3", "train.save_every=3", "train.threads=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transduce",
+            "train",
+            "small",
+            *common,
+            "train.accumulate=2",
+            "--run-dir",
+            str(tmp_path / "one"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert single.returncode == 0, single.stderr[-2000:]
+    multi = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29533",
+            "-m",
+            "transduce",
+            "train",
+            "small",
+            *common,
+            "--run-dir",
+            str(tmp_path / "two"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert multi.returncode == 0, multi.stderr[-2000:]
+    a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
