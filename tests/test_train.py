@@ -117,7 +117,7 @@ def test_resume_gives_identical_parameters(tmp_path):
 def test_corrupt_checkpoint_reported_and_resume_falls_back(tmp_path, capsys):
     cfg = tiny_config("train.steps=4", "train.save_every=2")
     Trainer(cfg, tmp_path / "r", show_progress=False).fit()
-    first, last = step_checkpoints(tmp_path / "r" / "checkpoints")
+    _, last = step_checkpoints(tmp_path / "r" / "checkpoints")
     weights = last / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="corrupt or truncated"):

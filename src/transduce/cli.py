@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)  # messages, progress and errors
-out = Console()  # results
+stdout = Console()  # results
 
 
 @app.callback()
@@ -37,7 +37,7 @@ Overrides = Annotated[
 
 def fail(message: str) -> None:
     """Print a clear error and exit with status 2 (no traceback for user errors)."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -81,11 +81,11 @@ def inspect(
         )
     emb = embedding_params(model)
     table.add_row("-", "embeddings + output", "1", "-", f"{emb:,}", "-")
-    out.print(table)
+    stdout.print(table)
     total = sum(p.numel() for p in model.parameters())
     fwd = flops_per_token(cfg.model, tgt_v, src_len, tgt_len)
-    out.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
-    out.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
+    stdout.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
+    stdout.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
 
 
 @app.command()
@@ -219,7 +219,7 @@ def show_samples(trainer: Trainer, count: int = 5) -> None:
             vocab_tgt.decode(pred),
             "yes" if pred == ref else "no",
         )
-    out.print(table)
+    stdout.print(table)
 
 
 @app.command()
@@ -377,6 +377,189 @@ def translate(
         else:
             out_lines.append(loaded.tgt_vocab.decode(hyps[0].tokens) if hyps else "")
     _write_output(output, out_lines)
+
+
+@app.command()
+def evaluate(
+    checkpoint: Annotated[
+        Path | None, typer.Argument(help="Checkpoint or run directory (not needed with --hyp).")
+    ] = None,
+    src: Annotated[Path | None, typer.Option(help="Source file to translate and score.")] = None,
+    ref: Annotated[Path | None, typer.Option(help="Reference file (one line per segment).")] = None,
+    hyp: Annotated[
+        Path | None, typer.Option(help="Score this existing output instead of translating.")
+    ] = None,
+    split: Annotated[
+        str | None, typer.Option(help="For generated-task models: dev, test or test_long.")
+    ] = None,
+    greedy: Annotated[
+        bool, typer.Option(help="Greedy search instead of the checkpoint's beam settings.")
+    ] = False,
+    beam: Annotated[int | None, typer.Option(help="Beam size override.")] = None,
+    alpha: Annotated[float | None, typer.Option(help="Length penalty override.")] = None,
+) -> None:
+    """BLEU and chrF (sacrebleu, signatures printed), perplexity, or task accuracy."""
+    from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
+    from .inference import load_model
+    from .train.checkpoint import CheckpointError
+
+    if hyp is not None:
+        if ref is None:
+            fail("--hyp needs --ref")
+            return
+        _print_scores(corpus_scores(_read_input(hyp), _read_input(ref)))
+        return
+    if checkpoint is None:
+        fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
+        return
+    try:
+        loaded = load_model(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
+        return
+    opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
+    from .decode.translate import decode_all
+
+    if split is not None:
+        from .data.tasks import SPLITS, generate_split
+
+        if loaded.config.data.task is None or split not in SPLITS:
+            fail(f"--split needs a generated-task model and one of {', '.join(SPLITS)}")
+            return
+        pairs = generate_split(loaded.config.data, split)
+        sources = [loaded.src_vocab.encode(s) for s, _ in pairs]
+        refs = [loaded.tgt_vocab.encode(t) for _, t in pairs]
+        hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
+        acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
+        nll, tokens = reference_nll(loaded.model, sources, refs)
+        stdout.print(
+            f"{split}: char accuracy {acc.char:.4f}, sequence accuracy {acc.sequence:.4f}, "
+            f"perplexity {perplexity(nll, tokens):.4f} ({len(pairs)} examples)"
+        )
+        return
+    if src is None or ref is None:
+        fail("give --src and --ref files (or --split for generated tasks)")
+        return
+    src_lines, ref_lines = _read_input(src), _read_input(ref)
+    if len(src_lines) != len(ref_lines):
+        fail(f"{src} has {len(src_lines)} lines but {ref} has {len(ref_lines)}")
+    sources = [loaded.src_vocab.encode(line) if line.strip() else [] for line in src_lines]
+    hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
+    outputs = [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
+    _print_scores(corpus_scores(outputs, ref_lines))
+    nll, tokens = reference_nll(loaded.model, sources, [loaded.tgt_vocab.encode(r) for r in ref_lines])
+    stdout.print(f"reference perplexity {perplexity(nll, tokens):.4f} over {tokens} tokens")
+
+
+def _print_scores(report: object) -> None:
+    stdout.print(f"BLEU {report.bleu:.2f}  ({report.bleu_signature})", highlight=False, soft_wrap=True)
+    stdout.print(f"chrF {report.chrf:.2f}  ({report.chrf_signature})", highlight=False, soft_wrap=True)
+    stdout.print(f"tokenised BLEU (intl) {report.tokenized_bleu:.2f}", highlight=False)
+
+
+@app.command()
+def attention(
+    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint or run directory.")],
+    source: Annotated[str, typer.Argument(help="Source text.")],
+    target: Annotated[
+        str | None, typer.Argument(help="Target text; default: the model's greedy output.")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the PNG files.")] = Path(
+        "attention"
+    ),
+    layers: Annotated[
+        str | None, typer.Option(help="Comma-separated layer numbers (from 0); default all.")
+    ] = None,
+    heads: Annotated[str | None, typer.Option(help="Comma-separated head numbers; default all.")] = None,
+) -> None:
+    """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
+    from .attention_plot import collect_attention, plot_attention
+    from .decode.search import greedy as greedy_search
+    from .inference import load_model
+    from .train.checkpoint import CheckpointError
+
+    try:
+        loaded = load_model(checkpoint)
+        chosen_layers = [int(x) for x in layers.split(",")] if layers else None
+        chosen_heads = [int(x) for x in heads.split(",")] if heads else None
+    except (CheckpointError, ValueError) as exc:
+        fail(str(exc))
+        return
+    if chosen_heads and max(chosen_heads) >= loaded.config.model.heads:
+        fail(f"--heads: the model has heads 0..{loaded.config.model.heads - 1}")
+    src_ids = loaded.src_vocab.encode(source)
+    if target is None:
+        from .data.batching import encode_sources
+
+        tgt_ids = greedy_search(loaded.model, encode_sources([src_ids]))[0].tokens
+    else:
+        tgt_ids = loaded.tgt_vocab.encode(target)
+    weights = collect_attention(loaded.model, src_ids, tgt_ids)
+    files = plot_attention(
+        weights,
+        [loaded.src_vocab.token(i) for i in src_ids],
+        [loaded.tgt_vocab.token(i) for i in tgt_ids],
+        out_dir,
+        chosen_layers,
+        chosen_heads,
+    )
+    stdout.print(f"target: {loaded.tgt_vocab.decode(tgt_ids)}")
+    stdout.print(f"wrote {len(files)} heat maps to {out_dir}")
+
+
+import_app = typer.Typer(
+    help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("marian")
+def import_marian_cmd(
+    hf_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A Hugging Face MarianMTModel directory (config.json, "
+            "model.safetensors, source.spm, target.spm, vocab.json)."
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint directory to write.")] = Path(
+        "imported"
+    ),
+) -> None:
+    """Import a MarianMTModel (e.g. an OPUS-MT model) as a transduce checkpoint."""
+    from .interop.marian import MarianError, import_marian
+
+    try:
+        cfg = import_marian(hf_dir, out)
+    except MarianError as exc:
+        fail(str(exc))
+        return
+    console.print(
+        f"imported {hf_dir} ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "
+        f"d={cfg.model.d_model}) into {out}"
+    )
+
+
+@app.command("export")
+def export_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint or run directory.")],
+    format: Annotated[
+        str, typer.Option(help="Target format; only 'marian' (Hugging Face MarianMTModel).")
+    ] = "marian",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")] = Path("exported"),
+) -> None:
+    """Export a checkpoint as a Hugging Face MarianMTModel directory."""
+    from .interop.marian import MarianError, export_marian
+    from .train.checkpoint import CheckpointError
+
+    if format != "marian":
+        fail(f"--format {format!r}: allowed: marian")
+    try:
+        export_marian(checkpoint, out)
+    except (MarianError, CheckpointError) as exc:
+        fail(str(exc))
+        return
+    console.print(f"exported {checkpoint} to {out}")
 
 
 def main() -> None:

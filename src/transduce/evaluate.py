@@ -6,6 +6,11 @@ import math
 from dataclasses import dataclass
 
 import sacrebleu
+import torch
+
+from .data.batching import encode_sources
+from .data.vocab import BOS, EOS
+from .model.transformer import EncoderDecoder
 
 
 @dataclass
@@ -48,3 +53,19 @@ def corpus_scores(hypotheses: list[str], references: list[str]) -> BleuReport:
     c = chrf.corpus_score(hypotheses, [references])
     tok = sacrebleu.metrics.BLEU(tokenize="intl").corpus_score(hypotheses, [references])
     return BleuReport(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), tok.score)
+
+
+@torch.no_grad()
+def reference_nll(
+    model: EncoderDecoder, sources: list[list[int]], targets: list[list[int]]
+) -> tuple[float, int]:
+    """Summed negative log-likelihood of references given sources, and the token count (with EOS)."""
+    total, tokens = 0.0, 0
+    for s, t in zip(sources, targets, strict=True):
+        if not s:
+            continue
+        logits = model(encode_sources([s]), torch.tensor([[BOS, *t]]))
+        target = torch.tensor([*t, EOS])
+        total += float(torch.nn.functional.cross_entropy(logits[0].float(), target, reduction="sum"))
+        tokens += len(target)
+    return total, tokens

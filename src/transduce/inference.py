@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .config import Config
-from .data.vocab import SentencePieceVocab, SymbolVocab, load_vocab
+from .data.vocab import Vocab, load_vocab
 from .model import build_model
 from .train.checkpoint import (
     Checkpoint,
@@ -27,8 +27,8 @@ from .train.checkpoint import (
 class LoadedModel:
     model: nn.Module
     config: Config
-    src_vocab: SentencePieceVocab | SymbolVocab
-    tgt_vocab: SentencePieceVocab | SymbolVocab
+    src_vocab: Vocab
+    tgt_vocab: Vocab
     path: Path
 
 

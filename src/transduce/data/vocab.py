@@ -113,9 +113,13 @@ class SymbolVocab:
         Path(f"{prefix}.symbols.json").write_text(json.dumps(self.symbols), encoding="utf-8")
 
 
-def load_vocab(prefix: Path) -> SentencePieceVocab | SymbolVocab:
+def load_vocab(prefix: Path) -> Vocab:
     """Load whichever vocabulary was saved under `prefix`."""
     spm_file, sym_file = Path(f"{prefix}.spm"), Path(f"{prefix}.symbols.json")
+    if Path(f"{prefix}.marian.json").exists():
+        from ..interop.marian import MarianVocab
+
+        return MarianVocab.load(prefix)
     if spm_file.exists():
         return SentencePieceVocab(spm_file.read_bytes())
     if sym_file.exists():

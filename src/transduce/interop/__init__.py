@@ -1,0 +1,1 @@
+"""Conversion to and from other toolkits' model formats."""
