@@ -15,11 +15,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/transduce inspect small
+	$(BIN)/transduce train configs/demo.toml --run-dir runs/demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/decode.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -154,7 +154,7 @@ def test_export_round_trip(imported, tmp_path):
 
 def test_clear_errors(tmp_path):
     (tmp_path / "x").mkdir()
-    with pytest.raises(MarianError, match="no config.json"):
+    with pytest.raises(MarianError, match=r"no config\.json"):
         import_marian(tmp_path / "x", tmp_path / "o")
     (tmp_path / "x" / "config.json").write_text(json.dumps({"model_type": "bart"}))
     with pytest.raises(MarianError, match="not 'marian'"):

@@ -256,6 +256,27 @@ def import_marian(hf_dir: Path, out: Path) -> Config:
     return cfg
 
 
+def marian_layout(vocab: object) -> tuple[list[int], list[str], int, int]:
+    """For each Marian id, our row and token name; plus Marian's pad (= decoder start) and EOS ids.
+
+    Imported vocabularies invert their permutation. Native ones take Marian's own layout, which
+    CTranslate2's converter relies on: our BOS row last, named <pad>, as the decoder start;
+    our PAD row (padding only, never an input the model sees unmasked) is dropped.
+    """
+    if isinstance(vocab, MarianVocab):
+        size = len(vocab.perm) - 1
+        rows = [0] * size
+        for ours, theirs in enumerate(vocab.perm):
+            if ours != BOS:
+                rows[theirs] = ours
+        names = [vocab.names.get(m, f"<unused{m}>") for m in range(size)]
+        return rows, names, vocab.perm[PAD], vocab.perm[EOS]
+    size = len(vocab)  # type: ignore[arg-type]
+    rows = [o for o in range(size) if o not in (PAD, BOS)] + [BOS]
+    names = [vocab.token(o) for o in rows[:-1]] + ["<pad>"]  # type: ignore[attr-defined]
+    return rows, names, len(rows) - 1, rows.index(EOS)
+
+
 def export_marian(checkpoint: Path, out: Path) -> None:
     """Write a MarianMTModel directory (config.json, model.safetensors, tokenizer files)."""
     from ..inference import load_model
@@ -273,15 +294,11 @@ def export_marian(checkpoint: Path, out: Path) -> None:
         raise MarianError(f"{checkpoint}: cannot export losslessly: {'; '.join(problems)}")
     state = loaded.model.state_dict()
     vocab = loaded.src_vocab
-    perm = vocab.perm if isinstance(vocab, MarianVocab) else list(range(len(vocab)))
-    marian_size = len(perm) - 1 if isinstance(vocab, MarianVocab) else len(perm)
-    rows = [0] * marian_size  # marian id -> our row
-    for ours, theirs in enumerate(perm):
-        if not (isinstance(vocab, MarianVocab) and ours == BOS):
-            rows[theirs] = ours
+    rows, names, pad, eos = marian_layout(vocab)
+    marian_size = len(rows)
     index = torch.tensor(rows)
     emb = state["tgt_embed.tokens.weight"].index_select(0, index)
-    bias = state.get("output.bias", torch.zeros(len(perm))).index_select(0, index)
+    bias = state.get("output.bias", torch.zeros(len(vocab))).index_select(0, index)
     weights = {"model.shared.weight": emb, "final_logits_bias": bias.reshape(1, -1)}
     cfg = loaded.config
     for ours, theirs in _layer_pairs(cfg):
@@ -290,12 +307,8 @@ def export_marian(checkpoint: Path, out: Path) -> None:
         for leaf in ("weight", "bias"):
             for part, tensor in zip("qkv", state[f"{ours}.in_proj.{leaf}"].chunk(3), strict=True):
                 weights[f"{theirs}.{part}_proj.{leaf}"] = tensor
-    if isinstance(vocab, MarianVocab):
-        pad, eos, start = perm[PAD], perm[EOS], perm[BOS]
-        pieces = vocab.pieces
-    else:
-        pad, eos, start = PAD, EOS, BOS
-        pieces = {vocab.token(i): i for i in range(len(vocab))}
+    pieces = {name: m for m, name in enumerate(names)}
+    start = pad
     hf_config = {
         "model_type": "marian",
         "architectures": ["MarianMTModel"],
