@@ -38,10 +38,18 @@ class KVCache:
         self.k, self.v = k, v
 
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam reordering or dropping finished sentences)."""
-        if self.k is not None and self.v is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        """Select batch rows (beam reordering or dropping finished sentences).
+
+        Only the filled positions are gathered, into a buffer of the same capacity.
+        """
+        if self.k is None or self.v is None:
+            return
+        _, h, cap, dh = self.k.shape
+        rows = index.numel()
+        k, v = self.k.new_empty(rows, h, cap, dh), self.v.new_empty(rows, h, cap, dh)
+        k[:, :, : self.length] = self.k[:, :, : self.length].index_select(0, index)
+        v[:, :, : self.length] = self.v[:, :, : self.length].index_select(0, index)
+        self.k, self.v = k, v
 
 
 class StaticKV:
