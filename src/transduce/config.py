@@ -27,7 +27,7 @@ class _Section(BaseModel):
 class ModelConfig(_Section):
     """Architecture hyper-parameters (SPEC section 1 and 2)."""
 
-    arch: Literal["transformer"] = "transformer"
+    arch: Literal["transformer", "universal"] = "transformer"
     kind: Literal["encoder_decoder", "encoder", "decoder"] = "encoder_decoder"
     d_model: int = Field(512, ge=8, le=65536)
     heads: int = Field(8, ge=1, le=1024)
@@ -49,6 +49,12 @@ class ModelConfig(_Section):
     local_window: int | None = Field(None, ge=0)
     num_classes: int | None = Field(None, ge=2)
     classifier: Literal["sequence", "token"] = "sequence"
+    # Universal Transformer (arch = "universal"): one shared layer per stack, applied for steps
+    encoder_steps: int = Field(6, ge=1, le=100)
+    decoder_steps: int = Field(6, ge=1, le=100)
+    act: bool = False
+    act_epsilon: float = Field(0.01, gt=0.0, lt=1.0)
+    act_tau: float = Field(0.01, ge=0.0)
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -56,6 +62,8 @@ class ModelConfig(_Section):
             raise ValueError(
                 f"model.d_model ({self.d_model}) must be divisible by model.heads ({self.heads})"
             )
+        if self.arch == "universal" and self.kind != "encoder_decoder":
+            raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
         return self

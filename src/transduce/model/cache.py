@@ -89,10 +89,12 @@ class DecoderCache:
 
     def reorder(self, index: Tensor, cross: bool = True) -> None:
         """Reorder rows. Beams of one sentence share cross K/V, so `cross=False` skips it."""
+        done: set[int] = set()
         for layer in self.layers:
             layer.self_kv.reorder(index)
-            if cross:
+            if cross and id(layer.cross_kv) not in done:  # steps of a UT share one StaticKV
                 layer.cross_kv.reorder(index)
+                done.add(id(layer.cross_kv))
         self.extra = {k: v.index_select(0, index) for k, v in self.extra.items()}
 
     def advance(self, steps: int) -> None:

@@ -85,13 +85,15 @@ class Embedding(nn.Module):
         with torch.no_grad():
             self.tokens.weight[pad_id].zero_()
         self.scale = math.sqrt(d) if scale else 1.0
-        self.positions: nn.Module = (
-            SinusoidalPositions(d, layout)
-            if positions == "sinusoidal"
-            else LearnedPositions(d, max_positions)
-        )
+        self.positions: nn.Module | None = None  # "none": a UT adds coordinates at every step
+        if positions == "sinusoidal":
+            self.positions = SinusoidalPositions(d, layout)
+        elif positions == "learned":
+            self.positions = LearnedPositions(d, max_positions)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         x = self.tokens(ids) * self.scale  # (batch, len, d)
-        return self.dropout(x + self.positions(ids.shape[1], offset).to(x.dtype))
+        if self.positions is not None:
+            x = x + self.positions(ids.shape[1], offset).to(x.dtype)
+        return self.dropout(x)

@@ -12,6 +12,7 @@ from .attention import causal_mask, combine_masks, local_mask, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
 from .layers import Stack, TransformerLayer
+from .universal import UniversalStack, universal_cache
 
 
 @dataclass
@@ -43,6 +44,11 @@ class OutputProjection(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return nn.functional.linear(x, self.weight, self.bias)
+
+
+def _universal_args(stack: nn.Module, pad: Tensor, offset: int) -> dict:
+    """Universal stacks add coordinates themselves and mask ACT at padding."""
+    return {"pad": pad, "offset": offset} if isinstance(stack, UniversalStack) else {}
 
 
 def _self_attention_mask(
@@ -92,7 +98,13 @@ class EncoderDecoder(nn.Module):
             _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, self.local_window, src.device),
             extra_mask,
         )
-        states = self.encoder(self.src_embed(src), mask, score_masks=score_masks, records=records)
+        states = self.encoder(
+            self.src_embed(src),
+            mask,
+            score_masks=score_masks,
+            records=records,
+            **_universal_args(self.encoder, pad, 0),
+        )
         return EncoderOutput(states, pad)
 
     def decode(
@@ -113,13 +125,25 @@ class EncoderDecoder(nn.Module):
             memory.mask,
             caches=cache.layers if cache is not None else None,
             records=records,
+            **_universal_args(self.decoder, tgt.eq(self.pad_id), offset),
         )
         if cache is not None:
             cache.advance(n)
         return self.output(x)
 
     def new_cache(self) -> DecoderCache:
+        if isinstance(self.decoder, UniversalStack):
+            return universal_cache(self.decoder)
         return DecoderCache.empty(len(self.decoder.layers))
+
+    def auxiliary_loss(self, tau: float) -> Tensor | None:
+        """tau x the mean ACT ponder cost of the last forward pass, or None without ACT."""
+        costs = [
+            s.ponder_loss()
+            for s in (self.encoder, self.decoder)
+            if isinstance(s, UniversalStack) and s.halt is not None
+        ]
+        return tau * sum(costs) if costs else None
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         return self.decode(tgt, self.encode(src))
@@ -173,7 +197,24 @@ class EncoderClassifier(nn.Module):
         return self.head(pooled)  # (batch, classes)
 
 
-def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack:
+def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack | UniversalStack:
+    if cfg.arch == "universal":
+        steps = cfg.decoder_steps if cross else cfg.encoder_steps
+        layer = TransformerLayer(
+            cfg.d_model,
+            cfg.heads,
+            cfg.d_ff,
+            cfg.dropout,
+            cfg.attention_dropout,
+            cfg.ffn_dropout,
+            cfg.norm,
+            cfg.activation,
+            cross,
+            cfg.layer_norm_eps,
+        )
+        return UniversalStack(
+            layer, cfg.d_model, steps, cfg.norm, cfg.act, cfg.act_epsilon, cfg.pos_layout, cfg.layer_norm_eps
+        )
     return Stack(
         [
             TransformerLayer(
@@ -202,7 +243,7 @@ def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
         cfg.d_model,
         pad_id,
         cfg.dropout,
-        cfg.positions,
+        "none" if cfg.arch == "universal" else cfg.positions,
         cfg.max_positions,
         cfg.pos_layout,
         cfg.scale_embeddings,

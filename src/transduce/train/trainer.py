@@ -247,7 +247,15 @@ class Trainer:
                     loss, nll = label_smoothed_loss(
                         logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
                     )
-                self.scaler.scale(loss * (self.env.world / total)).backward()
+                objective = loss * (self.env.world / total)
+                ponder = (
+                    self.model.auxiliary_loss(self.cfg.model.act_tau)
+                    if hasattr(self.model, "auxiliary_loss")
+                    else None
+                )
+                if ponder is not None:  # ACT's ponder cost, averaged over the step's batches
+                    objective = objective + ponder / len(batches)
+                self.scaler.scale(objective).backward()
             sums += torch.stack([loss.detach(), nll])
         if self.env.world > 1:
             dist.all_reduce(sums)

@@ -1,0 +1,139 @@
+"""The Universal Transformer: one shared layer applied for T steps, with optional ACT.
+
+Each step t = 1..T adds the coordinate embedding P^t[pos] = PE(pos) + PE(t) to the state
+and applies the shared layer (post-norm as in the paper, or pre-norm):
+    A^t = LN((H^{t-1} + P^t) + Att(H^{t-1} + P^t)),  H^t = LN(A^t + Transition(A^t)).
+
+ACT (per position): after step t the halting unit gives p_t = sigmoid(w . H^t + b). A position
+halts at the first step where its accumulated p would reach 1 - epsilon (or at step T); that
+step's weight is the remainder R = 1 - sum of earlier p. The output is the weighted sum of the
+step states (weights sum to 1); a halted position's state is frozen. Ponder cost = steps + R.
+
+Decoding with a cache runs every new position through all T steps (halted ones frozen), so
+each step's cache holds keys/values of every earlier position, exactly as a full pass has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .cache import DecoderCache, LayerCache, StaticKV
+from .embeddings import SinusoidalPositions
+from .layers import TransformerLayer
+
+
+@dataclass
+class Ponder:
+    """Per-position ACT statistics of the last forward pass (padding positions are 0)."""
+
+    steps: Tensor  # (batch, n) steps taken
+    remainder: Tensor  # (batch, n)
+    weights: Tensor  # (steps, batch, n) halting weights per step
+
+    @property
+    def cost(self) -> Tensor:
+        return self.steps + self.remainder
+
+
+class UniversalStack(nn.Module):
+    """A shared layer applied `steps` times; drop-in for `Stack` in the assemblies."""
+
+    def __init__(
+        self,
+        layer: TransformerLayer,
+        d: int,
+        steps: int,
+        norm: str,
+        act: bool,
+        act_epsilon: float,
+        layout: str = "interleaved",
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.layer, self.steps, self.act, self.act_epsilon = layer, steps, act, act_epsilon
+        self.positions = SinusoidalPositions(d, layout)
+        self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
+        self.halt = nn.Linear(d, 1) if act else None
+        if self.halt is not None:
+            nn.init.zeros_(self.halt.weight)
+            nn.init.constant_(self.halt.bias, 1.0)  # p ~ 0.73 at first: a few steps per position
+        self.last_ponder: Ponder | None = None
+        self.last_pad: Tensor | None = None
+
+    @property
+    def layers(self) -> list[TransformerLayer]:
+        """One entry per step (the same module), so caches and inspection see T layers."""
+        return [self.layer] * self.steps
+
+    def coordinates(self, length: int, offset: int, step: int) -> Tensor:
+        pos = self.positions(length, offset)
+        return pos + self.positions(1, step)  # (length, d): PE(pos) + PE(step)
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        caches: list[LayerCache] | None = None,
+        score_masks: list[Tensor | None] | None = None,
+        records: list[dict[str, Tensor]] | None = None,
+        pad: Tensor | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        """x: (batch, n, d) token embeddings; pad: (batch, n) True at padding."""
+        batch, n, _ = x.shape
+        running = torch.ones(batch, n, dtype=torch.bool, device=x.device) if pad is None else ~pad
+        real = running.clone()
+        accumulated = torch.zeros(batch, n, device=x.device)
+        remainder = torch.zeros(batch, n, device=x.device)
+        taken = torch.zeros(batch, n, device=x.device)
+        output = torch.zeros_like(x)
+        weights = []
+        state = x
+        for t in range(self.steps):
+            new = self.layer(
+                state + self.coordinates(n, offset, t + 1).to(x.dtype),
+                mask,
+                memory,
+                memory_mask,
+                cache=caches[t] if caches is not None else None,
+                score_mask=score_masks[t] if score_masks is not None else None,
+                record=records[t] if records is not None else None,
+            )
+            if self.halt is None:
+                state = new
+                continue
+            p = torch.sigmoid(self.halt(new)).squeeze(-1).float()
+            halts = running & ((accumulated + p >= 1.0 - self.act_epsilon) | (t == self.steps - 1))
+            w = torch.where(halts, 1.0 - accumulated, torch.where(running, p, torch.zeros_like(p)))
+            output = output + w.unsqueeze(-1).to(x.dtype) * new
+            remainder = torch.where(halts, 1.0 - accumulated, remainder)
+            accumulated = accumulated + torch.where(running & ~halts, p, torch.zeros_like(p))
+            taken = taken + running.float()
+            state = torch.where(running.unsqueeze(-1), new, state)
+            running = running & ~halts
+            weights.append(w)
+            if not running.any() and caches is None:
+                break  # a cached decoder keeps stepping: later positions need every step's K/V
+        if self.halt is not None:
+            state = torch.where(real.unsqueeze(-1), output, state)
+            self.last_ponder = Ponder(taken, remainder, torch.stack(weights))
+            self.last_pad = pad
+        return self.final_norm(state) if self.final_norm is not None else state
+
+    def ponder_loss(self) -> Tensor:
+        """Mean ponder cost (steps + remainder) over the real positions of the last pass."""
+        if self.last_ponder is None:
+            return torch.zeros(())
+        cost = self.last_ponder.cost
+        return cost[~self.last_pad].mean() if self.last_pad is not None else cost.mean()
+
+
+def universal_cache(stack: UniversalStack) -> DecoderCache:
+    """One cache per step; the steps share cross-attention K/V (same layer, same memory)."""
+    cross = StaticKV()
+    return DecoderCache([LayerCache(cross_kv=cross) for _ in range(stack.steps)])

@@ -1,0 +1,199 @@
+"""Universal Transformer and ACT: recurrence, invariants, ponder loss, cache, padding, learning."""
+
+import math
+
+import pytest
+import torch
+
+from transduce.config import load_config
+from transduce.model import build_model
+from transduce.model.attention import padding_mask
+from transduce.model.embeddings import sinusoid
+
+V = 20
+
+
+def ut(act=False, norm="post", enc=4, dec=3, **extra):
+    overrides = [
+        "model.arch=universal",
+        f"model.act={str(act).lower()}",
+        "model.d_model=32",
+        "model.heads=4",
+        "model.d_ff=64",
+        f"model.encoder_steps={enc}",
+        f"model.decoder_steps={dec}",
+        "model.dropout=0",
+        f"model.norm={norm}",
+        *[f"model.{k}={v}" for k, v in extra.items()],
+    ]
+    torch.manual_seed(0)
+    model = build_model(load_config("small", overrides).model, V, V).eval()
+    if act:  # varied halting so positions stop at different steps
+        with torch.no_grad():
+            model.encoder.halt.weight.normal_(std=0.5)
+            model.encoder.halt.bias.fill_(-0.5)
+    return model
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_fixed_steps_equal_explicit_recurrence(norm):
+    model = ut(norm=norm)
+    src = torch.randint(4, V, (2, 7))
+    src[1, 5:] = 0
+    got = model.encode(src).states
+    layer, d = model.encoder.layer, 32
+    h = model.src_embed.tokens(src) * math.sqrt(d)
+    mask = padding_mask(src.eq(0))
+    for t in range(
+        1, 5
+    ):  # A^t = LN((H + P^t) + Att(H + P^t)), H^t = LN(A^t + FFN(A^t)); P^t = PE(pos) + PE(t)
+        coords = sinusoid(torch.arange(7), d) + sinusoid(torch.tensor([t]), d)
+        h = layer(h + coords, mask)
+    if norm == "pre":
+        h = model.encoder.final_norm(h)
+    real = ~src.eq(0)
+    assert (got - h)[real].abs().max() < 1e-5
+
+
+def explicit_act(model, src):
+    """ACT bookkeeping per position with Python floats, on step states computed batch-wise."""
+    stack, layer, d = model.encoder, model.encoder.layer, 32
+    pad = src.eq(0)
+    mask = padding_mask(pad)
+    state = model.src_embed.tokens(src) * math.sqrt(d)
+    batch, n = src.shape
+    acc = [[0.0] * n for _ in range(batch)]
+    done = [[bool(pad[b, i]) for i in range(n)] for b in range(batch)]
+    steps = [[0] * n for _ in range(batch)]
+    remainder = [[0.0] * n for _ in range(batch)]
+    out = torch.zeros_like(state)
+    for t in range(stack.steps):
+        coords = sinusoid(torch.arange(n), d) + sinusoid(torch.tensor([t + 1]), d)
+        new = layer(state + coords, mask)
+        p = torch.sigmoid(stack.halt(new)).squeeze(-1)
+        nxt = state.clone()
+        for b in range(batch):
+            for i in range(n):
+                if done[b][i]:
+                    continue
+                steps[b][i] += 1
+                pi = float(p[b, i])
+                if acc[b][i] + pi >= 1 - stack.act_epsilon or t == stack.steps - 1:
+                    remainder[b][i] = 1 - acc[b][i]
+                    out[b, i] += remainder[b][i] * new[b, i]
+                    done[b][i] = True
+                else:
+                    acc[b][i] += pi
+                    out[b, i] += pi * new[b, i]
+                nxt[b, i] = new[b, i]
+        state = nxt
+    return out, steps, remainder
+
+
+def test_act_matches_explicit_loop_and_invariants():
+    model = ut(act=True, enc=6)
+    src = torch.randint(4, V, (3, 8))
+    src[1, 6:] = 0
+    src[2, 3:] = 0
+    with torch.no_grad():
+        got = model.encode(src).states
+        expected, steps, remainder = explicit_act(model, src)
+    ponder = model.encoder.last_ponder
+    real = ~src.eq(0)
+    assert (got - expected)[real].abs().max() < 1e-5
+    assert ponder.steps.tolist() == [[float(s) for s in row] for row in steps]
+    assert torch.allclose(ponder.remainder, torch.tensor(remainder), atol=1e-6)
+    sums = ponder.weights.sum(0)
+    assert torch.allclose(sums[real], torch.ones_like(sums[real]), atol=1e-6)  # halting weights sum to 1
+    assert (ponder.steps[real] >= 1).all() and (ponder.steps[real] <= 6).all()
+    assert (ponder.steps[~real] == 0).all()
+    assert len(set(ponder.steps[real].tolist())) > 1  # positions really halt at different steps
+    expected_loss = (
+        sum(steps[b][i] + remainder[b][i] for b in range(3) for i in range(8) if real[b, i]) / real.sum()
+    )
+    assert float(model.encoder.ponder_loss()) == pytest.approx(float(expected_loss), rel=1e-5)
+
+
+def test_halted_positions_do_not_change_with_more_steps():
+    short, long = ut(act=True, enc=4), ut(act=True, enc=9)
+    long.load_state_dict(short.state_dict())
+    src = torch.randint(4, V, (2, 8))
+    with torch.no_grad():
+        a = short.encode(src).states
+        b = long.encode(src).states
+    halted_early = short.encoder.last_ponder.steps < 4
+    assert halted_early.any()
+    assert (a - b)[halted_early].abs().max() < 1e-6
+
+
+def test_act_padding_does_not_affect_real_positions():
+    model = ut(act=True)
+    src = torch.randint(4, V, (1, 5))
+    padded = torch.cat([src, torch.zeros(1, 4, dtype=torch.long)], 1)
+    with torch.no_grad():
+        a = model.encode(src).states
+        steps_a = model.encoder.last_ponder.steps.clone()
+        b = model.encode(padded).states
+    assert (a - b[:, :5]).abs().max() < 1e-5
+    assert torch.equal(steps_a, model.encoder.last_ponder.steps[:, :5])
+
+
+@pytest.mark.parametrize("act", [False, True])
+def test_cached_decoding_equals_full_for_ut(act):
+    model = ut(act=act)
+    if act:
+        with torch.no_grad():
+            model.decoder.halt.weight.normal_(std=0.5)
+    src = torch.randint(4, V, (2, 6))
+    src[1, 4:] = 0
+    tgt = torch.randint(4, V, (2, 7))
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        cache = model.new_cache()
+        for t in range(7):
+            step = model.decode(tgt[:, t : t + 1], memory, cache)
+            assert (step[:, 0] - full[:, t]).abs().max() < 1e-5, t
+
+
+def test_ut_beam_search_runs_through_translate_path():
+    from transduce.decode.search import beam_search, greedy
+
+    model = ut(act=True)
+    src = torch.randint(4, V, (3, 5))
+    hyps = beam_search(model, src, beam=3, max_len_b=6)
+    assert len(hyps) == 3 and all(h for h in hyps)
+    assert [h[0].tokens for h in beam_search(model, src, beam=1, alpha=0.0, max_len_b=6)] == [
+        h.tokens for h in greedy(model, src, max_len_b=6)
+    ]
+
+
+def test_small_ut_learns_reverse(tmp_path):
+    from transduce.train.trainer import Trainer
+
+    cfg = load_config(
+        "small",
+        [
+            "model.arch=universal",
+            "model.d_model=64",
+            "model.heads=4",
+            "model.d_ff=256",
+            "model.encoder_steps=3",
+            "model.decoder_steps=3",
+            "model.dropout=0",
+            "data.task=reverse",
+            "data.task_train_max_len=6",
+            "data.task_test_max_len=8",
+            "data.task_train_size=4000",
+            "data.task_eval_size=200",
+            "data.max_tokens=1024",
+            "train.steps=700",
+            "train.warmup=100",
+            "train.lr_scale=0.25",
+            "train.validate_every=700",
+            "train.save_every=700",
+            "train.threads=2",
+        ],
+    )
+    metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
+    assert metrics["dev_seq_acc"] >= 0.95, metrics
