@@ -197,3 +197,23 @@ def test_small_ut_learns_reverse(tmp_path):
     )
     metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
     assert metrics["dev_seq_acc"] >= 0.95, metrics
+
+
+def test_validation_reports_ponder_steps_and_plot_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from transduce.cli import app
+    from transduce.train.trainer import Trainer
+
+    cfg = load_config("small", [
+        "model.arch=universal", "model.act=true", "model.d_model=32", "model.heads=4", "model.d_ff=64",
+        "model.encoder_steps=4", "model.decoder_steps=4", "data.task=copy", "data.task_train_max_len=5",
+        "data.task_test_max_len=7", "data.task_train_size=100", "data.task_eval_size=10", "data.max_tokens=200",
+        "train.steps=4", "train.save_every=4", "train.validate_every=4"])
+    metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
+    assert 1 <= metrics["encoder_ponder_mean"] <= metrics["encoder_ponder_max"] <= 4
+    assert 1 <= metrics["decoder_ponder_mean"] <= 4
+    result = CliRunner().invoke(app, ["ponder", str(tmp_path / "run"), "1 2 3", "-o", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "p" / "encoder-ponder.png").stat().st_size > 1000
+    assert (tmp_path / "p" / "decoder-ponder.png").exists()

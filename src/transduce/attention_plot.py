@@ -70,3 +70,22 @@ def plot_attention(
             plt.close(fig)
             written.append(path)
     return written
+
+
+def plot_ponder(steps: Tensor, tokens: list[str], path: Path, title: str) -> Path:
+    """Bar chart of ACT steps per position (the UT paper's ponder-time figure)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * len(tokens)), 3.0))
+    ax.bar(range(len(tokens)), steps.tolist(), color="tab:blue")
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
+    ax.set_ylabel("ponder steps")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

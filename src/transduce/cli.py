@@ -507,6 +507,55 @@ def attention(
     stdout.print(f"wrote {len(files)} heat maps to {out_dir}")
 
 
+@app.command()
+def ponder(
+    checkpoint: Annotated[Path, typer.Argument(help="A Universal Transformer checkpoint with ACT.")],
+    source: Annotated[str, typer.Argument(help="Source text.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the PNG files.")] = Path("ponder"),
+) -> None:
+    """Plot ACT steps per position for the encoder (source) and decoder (greedy output)."""
+    import torch
+
+    from .attention_plot import plot_ponder
+    from .data.batching import encode_sources
+    from .data.vocab import BOS
+    from .decode.search import greedy as greedy_search
+    from .inference import load_model
+    from .model.universal import ponder_steps
+    from .train.checkpoint import CheckpointError
+
+    try:
+        loaded = load_model(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
+        return
+    if not loaded.config.model.act:
+        fail(f"{checkpoint} is not a Universal Transformer with ACT (model.act is false)")
+    src_ids = loaded.src_vocab.encode(source)
+    src = encode_sources([src_ids])
+    tgt_ids = greedy_search(loaded.model, src)[0].tokens
+    with torch.no_grad():
+        loaded.model(src, torch.tensor([[BOS, *tgt_ids]]))
+    steps = ponder_steps(loaded.model)
+    files = [
+        plot_ponder(
+            steps["encoder"],
+            [*(loaded.src_vocab.token(i) for i in src_ids), "</s>"],
+            out_dir / "encoder-ponder.png",
+            "encoder: ACT steps per source position",
+        ),
+        plot_ponder(
+            steps["decoder"],
+            ["<s>", *(loaded.tgt_vocab.token(i) for i in tgt_ids)],
+            out_dir / "decoder-ponder.png",
+            "decoder: ACT steps per target position",
+        ),
+    ]
+    stdout.print(f"output: {loaded.tgt_vocab.decode(tgt_ids)}")
+    stdout.print(f"encoder steps: {steps['encoder'].tolist()}")
+    stdout.print(f"wrote {', '.join(str(f) for f in files)}")
+
+
 import_app = typer.Typer(
     help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True
 )

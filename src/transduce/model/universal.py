@@ -137,3 +137,14 @@ def universal_cache(stack: UniversalStack) -> DecoderCache:
     """One cache per step; the steps share cross-attention K/V (same layer, same memory)."""
     cross = StaticKV()
     return DecoderCache([LayerCache(cross_kv=cross) for _ in range(stack.steps)])
+
+
+def ponder_steps(model: nn.Module) -> dict[str, Tensor]:
+    """Steps taken per real position in the last pass, for each ACT stack of `model`."""
+    out = {}
+    for side in ("encoder", "decoder"):
+        stack = getattr(model, side, None)
+        if isinstance(stack, UniversalStack) and stack.last_ponder is not None:
+            steps = stack.last_ponder.steps
+            out[side] = steps[~stack.last_pad] if stack.last_pad is not None else steps.flatten()
+    return out

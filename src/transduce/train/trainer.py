@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from torch import nn
+from torch import Tensor, nn
 
 from ..config import Config, ConfigError
 from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_lengths
@@ -31,6 +31,7 @@ from ..data.vocab import PAD
 from ..decode.translate import decode_all
 from ..evaluate import accuracy, corpus_scores, perplexity
 from ..model import build_model
+from ..model.universal import ponder_steps
 from .checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -278,21 +279,30 @@ class Trainer:
 
     # ------------------------------------------------------------ validation
     @torch.no_grad()
-    def dev_loss(self, split: Split) -> tuple[float, float]:
+    def dev_loss(self, split: Split) -> tuple[float, float, dict[str, float]]:
+        """Per-token smoothed loss and NLL on a split, plus ACT step statistics (mean/max)."""
         self.model.eval()
         batches, _ = make_batches(padded_lengths(split), self.cfg.data.max_tokens, seed=0)
         loss_sum = nll_sum = tokens = 0.0
+        steps: dict[str, list[Tensor]] = {}
         for idx in batches:
             b = collate(split, idx)
+            logits = self.model(b.src.to(self.device), b.tgt_in.to(self.device))
             loss, nll = label_smoothed_loss(
-                self.model(b.src.to(self.device), b.tgt_in.to(self.device)),
-                b.tgt_out.to(self.device),
-                self.cfg.train.label_smoothing,
-                PAD,
+                logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
             )
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + b.target_tokens
+            for side, s in ponder_steps(self.model).items():
+                steps.setdefault(side, []).append(s)
         self.model.train()
-        return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1)
+        ponder = {}
+        for side, parts in steps.items():
+            joined = torch.cat(parts)
+            ponder[f"{side}_ponder_mean"], ponder[f"{side}_ponder_max"] = (
+                float(joined.mean()),
+                float(joined.max()),
+            )
+        return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder
 
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
         """Greedy outputs and references for the first `limit` examples of a split."""
@@ -303,8 +313,13 @@ class Trainer:
         return [h[0].tokens if h else [] for h in hyps], refs
 
     def validate(self) -> dict[str, Any]:
-        loss, nll = self.dev_loss(self.data.splits["dev"])
-        metrics: dict[str, Any] = {"step": self.state.step, "dev_loss": loss, "dev_ppl": perplexity(nll, 1)}
+        loss, nll, ponder = self.dev_loss(self.data.splits["dev"])
+        metrics: dict[str, Any] = {
+            "step": self.state.step,
+            "dev_loss": loss,
+            "dev_ppl": perplexity(nll, 1),
+            **ponder,
+        }
         if self.data.meta.get("kind") == "task":
             for name in ("dev", "test_long"):
                 preds, refs = self.predict(self.data.splits[name])
