@@ -80,7 +80,7 @@ def inspect(
             r.side, r.module, str(r.times), f"{r.params_formula:,}", f"{r.params_measured:,}", f"{r.mults:,}"
         )
     emb = embedding_params(model)
-    table.add_row("-", "embeddings + output", "1", "-", f"{emb:,}", "-")
+    table.add_row("-", "embeddings, output, rest", "1", "-", f"{emb:,}", "-")
     stdout.print(table)
     total = sum(p.numel() for p in model.parameters())
     fwd = flops_per_token(cfg.model, tgt_v, src_len, tgt_len)

@@ -7,7 +7,8 @@ For a sentence pair with m source and n target tokens:
   feed-forward     2 d d_ff + d + d_ff params;  2 m d d_ff
   layer norm       2d params;  2 m d
 Table 1 omits the attention biases (4d per attention block); the `measured` column counts
-every tensor of the built model, biases included.
+every tensor of the built model, biases included. For a Universal Transformer the count of
+applications is the number of steps, while the parameters of the shared layer exist once.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
     d, f = cfg.d_model, cfg.d_ff
     m, n = src_len, tgt_len
     rows: list[CostRow] = []
-    enc_layers = cfg.encoder_layers if cfg.kind != "decoder" else 0
-    dec_layers = cfg.decoder_layers if cfg.kind != "encoder" else 0
+    universal = cfg.arch == "universal"  # one shared layer applied `steps` times
+    enc_layers = (cfg.encoder_steps if universal else cfg.encoder_layers) if cfg.kind != "decoder" else 0
+    dec_layers = (cfg.decoder_steps if universal else cfg.decoder_layers) if cfg.kind != "encoder" else 0
     cross = cfg.kind == "encoder_decoder"
 
     def measured(side: str, attr: str) -> int:
@@ -133,7 +135,8 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
 
 def embedding_params(model: nn.Module) -> int:
     """Parameters outside the layer stacks: embeddings, output projection, final norms, heads."""
-    inside = sum(_numel(layer) for side in ("encoder", "decoder") for layer in _layers(model, side))
+    unique = {id(layer): layer for side in ("encoder", "decoder") for layer in _layers(model, side)}
+    inside = sum(_numel(layer) for layer in unique.values())  # a UT's shared layer counts once
     return _numel(model) - inside
 
 

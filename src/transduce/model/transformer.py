@@ -197,44 +197,36 @@ class EncoderClassifier(nn.Module):
         return self.head(pooled)  # (batch, classes)
 
 
-def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack | UniversalStack:
-    if cfg.arch == "universal":
-        steps = cfg.decoder_steps if cross else cfg.encoder_steps
-        layer = TransformerLayer(
-            cfg.d_model,
-            cfg.heads,
-            cfg.d_ff,
-            cfg.dropout,
-            cfg.attention_dropout,
-            cfg.ffn_dropout,
-            cfg.norm,
-            cfg.activation,
-            cross,
-            cfg.layer_norm_eps,
-        )
-        return UniversalStack(
-            layer, cfg.d_model, steps, cfg.norm, cfg.act, cfg.act_epsilon, cfg.pos_layout, cfg.layer_norm_eps
-        )
-    return Stack(
-        [
-            TransformerLayer(
-                cfg.d_model,
-                cfg.heads,
-                cfg.d_ff,
-                cfg.dropout,
-                cfg.attention_dropout,
-                cfg.ffn_dropout,
-                cfg.norm,
-                cfg.activation,
-                cross,
-                cfg.layer_norm_eps,
-            )
-            for _ in range(layers)
-        ],
+def _layer(cfg: ModelConfig, cross: bool) -> TransformerLayer:
+    return TransformerLayer(
         cfg.d_model,
+        cfg.heads,
+        cfg.d_ff,
+        cfg.dropout,
+        cfg.attention_dropout,
+        cfg.ffn_dropout,
         cfg.norm,
+        cfg.activation,
+        cross,
         cfg.layer_norm_eps,
     )
+
+
+def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack | UniversalStack:
+    """L distinct layers, or for a Universal Transformer one layer shared across its steps."""
+    if cfg.arch == "universal":
+        steps = cfg.decoder_steps if cross else cfg.encoder_steps
+        return UniversalStack(
+            _layer(cfg, cross),
+            cfg.d_model,
+            steps,
+            cfg.norm,
+            cfg.act,
+            cfg.act_epsilon,
+            cfg.pos_layout,
+            cfg.layer_norm_eps,
+        )
+    return Stack([_layer(cfg, cross) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps)
 
 
 def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
