@@ -213,3 +213,55 @@ def test_ddp_two_processes_equal_one_process_with_same_global_batch(tmp_path):
     assert multi.returncode == 0, multi.stderr[-2000:]
     a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
+
+
+def test_training_on_prepared_text_reports_bleu_and_translates(tmp_path):
+    from typer.testing import CliRunner
+
+    from transduce.cli import app
+    from transduce.data.prepare import PrepareOptions, prepare_text
+
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away"]
+    rng = torch.Generator().manual_seed(0)
+    for split, size in (("train", 200), ("dev", 12)):
+        lines = [
+            " ".join(words[int(i)] for i in torch.randint(0, len(words), (int(n),), generator=rng))
+            for n in torch.randint(2, 8, (size,), generator=rng)
+        ]
+        (tmp_path / f"{split}.en").write_text("\n".join(lines) + "\n")
+        (tmp_path / f"{split}.up").write_text("\n".join(line.upper() for line in lines) + "\n")
+    prepare_text(tmp_path, tmp_path / "data", PrepareOptions("en", "up", vocab_size=300), show_progress=False)
+    cfg = load_config(
+        "small",
+        [
+            *TINY[:5],
+            "data.task=null",
+            f"data.dataset={tmp_path / 'data'}",
+            "data.max_tokens=300",
+            "train.steps=6",
+            "train.save_every=6",
+            "train.warmup=3",
+        ],
+    )
+    metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
+    assert {"dev_bleu", "dev_chrf", "dev_loss"} <= metrics.keys()
+    assert 0.0 <= metrics["dev_bleu"] <= 100.0
+    result = CliRunner().invoke(
+        app, ["translate", str(tmp_path / "run"), "--greedy"], input="the cat\n\nran far\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.split("\n")) == 4  # three lines plus the final newline
+    scored = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(tmp_path / "run"),
+            "--src",
+            str(tmp_path / "dev.en"),
+            "--ref",
+            str(tmp_path / "dev.up"),
+            "--greedy",
+        ],
+    )
+    assert scored.exit_code == 0, scored.output
+    assert "BLEU" in scored.stdout and "nrefs:1" in scored.stdout and "perplexity" in scored.stdout
