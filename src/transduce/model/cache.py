@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 
@@ -15,6 +16,7 @@ class KVCache:
         self.k: Tensor | None = None
         self.v: Tensor | None = None
         self.length = 0
+        self._spare: tuple[Tensor, Tensor] | None = None
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append k, v (batch, heads, new, d_head); return all valid keys and values."""
@@ -40,16 +42,26 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam reordering or dropping finished sentences).
 
-        Only the filled positions are gathered, into a buffer of the same capacity.
+        Only the filled positions are gathered. Without autograd they go straight into a
+        spare buffer of the same shape that is kept between calls, so beam search neither
+        allocates nor copies twice per step.
         """
         if self.k is None or self.v is None:
             return
         _, h, cap, dh = self.k.shape
-        rows = index.numel()
-        k, v = self.k.new_empty(rows, h, cap, dh), self.v.new_empty(rows, h, cap, dh)
-        k[:, :, : self.length] = self.k[:, :, : self.length].index_select(0, index)
-        v[:, :, : self.length] = self.v[:, :, : self.length].index_select(0, index)
-        self.k, self.v = k, v
+        rows, n = index.numel(), self.length
+        spare = self._spare
+        if spare is None or spare[0].shape != (rows, h, cap, dh):
+            spare = (self.k.new_empty(rows, h, cap, dh), self.v.new_empty(rows, h, cap, dh))
+        if torch.is_grad_enabled():
+            spare[0][:, :, :n] = self.k[:, :, :n].index_select(0, index)
+            spare[1][:, :, :n] = self.v[:, :, :n].index_select(0, index)
+        else:
+            torch.index_select(self.k[:, :, :n], 0, index, out=spare[0][:, :, :n])
+            torch.index_select(self.v[:, :, :n], 0, index, out=spare[1][:, :, :n])
+        old = (self.k, self.v)
+        self.k, self.v = spare
+        self._spare = old if old[0].shape == spare[0].shape else None
 
 
 class StaticKV:
