@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -11,9 +10,12 @@ def label_smoothed_loss(
 ) -> tuple[Tensor, Tensor]:
     """Summed loss against q = (1 - eps) * onehot + eps / V, and the summed plain NLL.
 
+    One log-softmax serves both: loss = (1 - eps) * NLL + eps * mean_v(-log p_v) per token.
     logits: (batch, n, V); target: (batch, n). Returns (smoothed_sum, nll_sum).
     """
-    flat, tgt = logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1)
-    smoothed = F.cross_entropy(flat, tgt, ignore_index=pad_id, label_smoothing=smoothing, reduction="sum")
-    nll = F.cross_entropy(flat, tgt, ignore_index=pad_id, reduction="sum")
-    return smoothed, nll.detach()
+    logp = logits.float().log_softmax(-1)
+    keep = target.ne(pad_id)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (batch, n)
+    uniform = -logp.mean(-1)
+    per_token = (1.0 - smoothing) * nll + smoothing * uniform
+    return per_token.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum().detach()
