@@ -82,8 +82,8 @@ def main() -> None:
         )
         assert json.loads(peer.stdout.readline())["ready"]
 
-        our_steps(model, src, tgt, 1, opt)  # warm-up
-        peer_run(peer, peer_src, peer_tgt, 1)
+        our_steps(model, src, tgt, 3, opt)  # warm-up: allocator and thread pools settle
+        peer_run(peer, peer_src, peer_tgt, 3)
         ours_t, hf_t, hf_rss = [], [], 0.0
         for _ in range(args.reps):
             ours_t += our_steps(model, src, tgt, 1, opt)
