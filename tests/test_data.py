@@ -129,6 +129,8 @@ def test_batches_respect_budget_and_cover_each_example_once():
 def test_too_long_examples_are_dropped_not_overflowing():
     batches, dropped = make_batches(np.array([5, 500, 7]), 100, seed=0)
     assert dropped == 1 and sorted(i for b in batches for i in b) == [0, 2]
+    kept, none_dropped = make_batches(np.array([5, 500, 7]), 100, seed=None, drop_long=False)
+    assert (kept, none_dropped) == ([[0, 2], [1]], 0)  # decoding: the long one alone, nothing lost
 
 
 def test_ranks_get_disjoint_equal_shards_covering_data():

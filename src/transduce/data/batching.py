@@ -36,17 +36,26 @@ def padded_lengths(split: Split) -> np.ndarray:
     return np.maximum(split.src_lengths, split.tgt_lengths) + 1
 
 
-def make_batches(lengths: np.ndarray, max_tokens: int, seed: int) -> tuple[list[list[int]], int]:
-    """Length-sorted batches within the budget; returns (batches, examples too long to fit)."""
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(len(lengths)), lengths))
+def make_batches(
+    lengths: np.ndarray, max_tokens: int, seed: int | None, drop_long: bool = True
+) -> tuple[list[list[int]], int]:
+    """Length-sorted batches within the budget; returns (batches, examples too long to fit).
+
+    `seed` breaks ties between equal lengths at random; None keeps input order among them.
+    With `drop_long=False` an example longer than the budget gets a batch of its own
+    (decoding must not lose a line) instead of being dropped and counted.
+    """
+    if seed is None:
+        order = np.argsort(lengths, kind="stable")
+    else:
+        order = np.lexsort((np.random.default_rng(seed).random(len(lengths)), lengths))
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     dropped = 0
     for i in order.tolist():
         length = int(lengths[i])
-        if length > max_tokens:
+        if length > max_tokens and drop_long:
             dropped += 1
             continue
         if current and max(longest, length) * (len(current) + 1) > max_tokens:

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ..config import DecodeConfig
-from ..data.batching import encode_sources
+from ..data.batching import encode_sources, make_batches
 from ..model.transformer import EncoderDecoder
 from .search import Hypothesis, beam_search, greedy
-
-
-def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
-    """Indices grouped by similar length, each group's padded size within max_tokens."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and max(lengths[i], lengths[current[-1]]) * (len(current) + 1) > max_tokens:
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def decode_all(
@@ -42,7 +28,7 @@ def decode_all(
     lengths = [len(sources[i]) + 1 for i in todo]
     was_training = model.training
     model.eval()
-    for group in length_batches(lengths, cfg.max_tokens):
+    for group in make_batches(np.asarray(lengths), cfg.max_tokens, seed=None, drop_long=False)[0]:
         idx = [todo[g] for g in group]
         src = encode_sources([sources[i] for i in idx]).to(device)
         if use_greedy:
