@@ -63,7 +63,7 @@ def inspect(
     try:
         cfg, src_v, tgt_v = resolve_model_source(source, overrides or [], src_vocab, tgt_vocab)
         model = build_model(cfg.model, src_v, tgt_v)
-    except (ConfigError, ValueError, FileNotFoundError) as exc:
+    except (ConfigError, ValueError) as exc:
         fail(str(exc))
         return
     rows = cost_table(cfg.model, src_len, tgt_len, model)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .config import Config, build_config, load_config
+from .train.checkpoint import read_meta
 
 
 def resolve_model_source(
@@ -14,10 +14,7 @@ def resolve_model_source(
     """A checkpoint directory gives its own config and vocabulary sizes; else preset/file."""
     path = Path(source)
     if path.is_dir():
-        config_file = path / "config.json"
-        if not config_file.exists():
-            raise FileNotFoundError(f"{path} is a directory but holds no config.json checkpoint")
-        meta = json.loads(config_file.read_text(encoding="utf-8"))
+        meta = read_meta(path)
         cfg = build_config(meta["config"], overrides)
         return cfg, int(meta["src_vocab_size"]), int(meta["tgt_vocab_size"])
     cfg = load_config(source, overrides)

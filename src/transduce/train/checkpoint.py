@@ -99,17 +99,28 @@ def save_checkpoint(
         (tmp / "config.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
 
 
-def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
-    """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
-    path = Path(path)
-    config_file = path / "config.json"
+def read_meta(path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json (config, vocabulary sizes, checksums), without the weights."""
+    config_file = Path(path) / "config.json"
     if not config_file.exists():
         raise CheckpointError(f"{path}: not a checkpoint (no config.json)")
     try:
         meta = json.loads(config_file.read_text(encoding="utf-8"))
-        config = build_config(meta["config"])
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         raise CheckpointError(f"{config_file}: unreadable checkpoint metadata: {exc}") from None
+    if not isinstance(meta, dict) or "config" not in meta:
+        raise CheckpointError(f"{config_file}: unreadable checkpoint metadata: no 'config' section")
+    return meta
+
+
+def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
+    """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
+    path = Path(path)
+    meta = read_meta(path)
+    try:
+        config = build_config(meta["config"])
+    except ValueError as exc:
+        raise CheckpointError(f"{path / 'config.json'}: unreadable checkpoint metadata: {exc}") from None
     names = ["model.safetensors"] + (["trainer.safetensors", "trainer.json"] if with_trainer else [])
     for name in names:
         file = path / name
