@@ -12,6 +12,7 @@ from rich.table import Table
 from .config import ConfigError, DecodeConfig
 
 if TYPE_CHECKING:
+    from .inference import LoadedModel
     from .train.trainer import Trainer
 
 app = typer.Typer(
@@ -306,6 +307,18 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
     tmp.replace(path)
 
 
+def _load(checkpoint: Path) -> LoadedModel:
+    """The model behind a checkpoint or run directory, or a clear error and exit status 2."""
+    from .inference import load_model
+    from .train.checkpoint import CheckpointError
+
+    try:
+        return load_model(checkpoint)
+    except CheckpointError as exc:
+        fail(str(exc))
+        raise
+
+
 @app.command()
 def translate(
     checkpoint: Annotated[
@@ -339,16 +352,10 @@ def translate(
     from rich.progress import Progress
 
     from .decode.translate import decode_all
-    from .inference import load_model
-    from .train.checkpoint import CheckpointError
 
     if threads:
         torch.set_num_threads(threads)
-    try:
-        loaded = load_model(checkpoint)
-    except CheckpointError as exc:
-        fail(str(exc))
-        return
+    loaded = _load(checkpoint)
     opts = _decode_options(
         loaded.config.decode,
         beam=beam,
@@ -400,8 +407,6 @@ def evaluate(
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, or task accuracy."""
     from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
-    from .inference import load_model
-    from .train.checkpoint import CheckpointError
 
     if hyp is not None:
         if ref is None:
@@ -412,11 +417,7 @@ def evaluate(
     if checkpoint is None:
         fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         return
-    try:
-        loaded = load_model(checkpoint)
-    except CheckpointError as exc:
-        fail(str(exc))
-        return
+    loaded = _load(checkpoint)
     opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
     from .decode.translate import decode_all
 
@@ -475,15 +476,13 @@ def attention(
     """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
     from .attention_plot import collect_attention, plot_attention
     from .decode.search import greedy as greedy_search
-    from .inference import load_model
-    from .train.checkpoint import CheckpointError
 
+    loaded = _load(checkpoint)
     try:
-        loaded = load_model(checkpoint)
         chosen_layers = [int(x) for x in layers.split(",")] if layers else None
         chosen_heads = [int(x) for x in heads.split(",")] if heads else None
-    except (CheckpointError, ValueError) as exc:
-        fail(str(exc))
+    except ValueError as exc:
+        fail(f"--layers/--heads take comma-separated numbers: {exc}")
         return
     if chosen_heads and max(chosen_heads) >= loaded.config.model.heads:
         fail(f"--heads: the model has heads 0..{loaded.config.model.heads - 1}")
@@ -520,15 +519,9 @@ def ponder(
     from .data.batching import encode_sources
     from .data.vocab import BOS
     from .decode.search import greedy as greedy_search
-    from .inference import load_model
     from .model.universal import ponder_steps
-    from .train.checkpoint import CheckpointError
 
-    try:
-        loaded = load_model(checkpoint)
-    except CheckpointError as exc:
-        fail(str(exc))
-        return
+    loaded = _load(checkpoint)
     if not loaded.config.model.act:
         fail(f"{checkpoint} is not a Universal Transformer with ACT (model.act is false)")
     src_ids = loaded.src_vocab.encode(source)
