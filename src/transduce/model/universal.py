@@ -53,7 +53,7 @@ class UniversalStack(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        self.layer, self.steps, self.act, self.act_epsilon = layer, steps, act, act_epsilon
+        self.layer, self.steps, self.act_epsilon = layer, steps, act_epsilon
         self.positions = SinusoidalPositions(d, layout)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
         self.halt = nn.Linear(d, 1) if act else None
@@ -125,12 +125,15 @@ class UniversalStack(nn.Module):
             self.last_pad = pad
         return self.final_norm(state) if self.final_norm is not None else state
 
+    def real_positions(self, values: Tensor) -> Tensor:
+        """The entries of a (batch, n) tensor of the last pass at its non-padding positions."""
+        return values[~self.last_pad] if self.last_pad is not None else values.flatten()
+
     def ponder_loss(self) -> Tensor:
         """Mean ponder cost (steps + remainder) over the real positions of the last pass."""
         if self.last_ponder is None:
             return torch.zeros(())
-        cost = self.last_ponder.cost
-        return cost[~self.last_pad].mean() if self.last_pad is not None else cost.mean()
+        return self.real_positions(self.last_ponder.cost).mean()
 
 
 def universal_cache(stack: UniversalStack) -> DecoderCache:
@@ -145,6 +148,5 @@ def ponder_steps(model: nn.Module) -> dict[str, Tensor]:
     for side in ("encoder", "decoder"):
         stack = getattr(model, side, None)
         if isinstance(stack, UniversalStack) and stack.last_ponder is not None:
-            steps = stack.last_ponder.steps
-            out[side] = steps[~stack.last_pad] if stack.last_pad is not None else steps.flatten()
+            out[side] = stack.real_positions(stack.last_ponder.steps)
     return out
