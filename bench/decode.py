@@ -79,19 +79,19 @@ def build(preset: str, out: Path) -> tuple[torch.nn.Module, SentencePieceVocab]:
 
 
 class Peer:
-    def __init__(self, python: Path, hf_dir: Path, threads: int) -> None:
+    """A peer script in bench/.peers answering one JSON request per line (decode or train)."""
+
+    def __init__(self, python: Path, script: str, hf_dir: Path, threads: int) -> None:
         self.proc = subprocess.Popen(
-            [str(python), str(HERE / "peer.py"), str(hf_dir), str(threads)],
+            [str(python), str(HERE / script), str(hf_dir), str(threads)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         assert json.loads(self.proc.stdout.readline())["ready"]
 
-    def run(self, engine: str, beam: int, src: list[list[int]], length: int) -> dict:
-        self.proc.stdin.write(
-            json.dumps({"engine": engine, "beam": beam, "src": src, "length": length}) + "\n"
-        )
+    def request(self, payload: dict) -> dict:
+        self.proc.stdin.write(json.dumps(payload) + "\n")
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())
 
@@ -129,20 +129,23 @@ def main() -> None:
         text = synthetic_text(args.batch, seed=7)
         src = [[*vocab.encode(t)[:40], EOS] for t in text]
         to_marian = {ours: m for m, ours in enumerate(marian_layout(vocab)[0])}
-        peer = Peer(python, HERE / "out" / preset / "hf", args.threads)
+        peer = Peer(python, "peer.py", HERE / "out" / preset / "hf", args.threads)
         for beam in (1, 4):
             times: dict[str, list[float]] = {e: [] for e in ("transduce", "hf", "ct2", "ct2-int8")}
             outputs: dict[str, list] = {}
             ours(model, src, beam, args.length)  # warm-up
             for engine in ("hf", "ct2", "ct2-int8"):
-                peer.run(engine, beam, src, args.length)
+                peer.request({"engine": engine, "beam": beam, "src": src, "length": args.length})
             for _ in range(args.reps):
                 for engine in times:
                     if engine == "transduce":
                         res = ours(model, src, beam, args.length)
                         res["outputs"] = [[to_marian[t] for t in row] for row in res["outputs"]]
                     else:
-                        res = peer.run(engine, beam, [[to_marian[t] for t in s] for s in src], args.length)
+                        marian_src = [[to_marian[t] for t in s] for s in src]
+                        res = peer.request(
+                            {"engine": engine, "beam": beam, "src": marian_src, "length": args.length}
+                        )
                     times[engine].append(res["seconds"])
                     outputs[engine] = res["outputs"]
             for engine, values in times.items():

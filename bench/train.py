@@ -10,15 +10,13 @@ process (transduce runs in this process, the peer in bench/.peers). Appends to R
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import resource
 import statistics
-import subprocess
 import time
 
 import torch
-from decode import HERE, build, ensure_peers
+from decode import HERE, Peer, build, ensure_peers
 
 from transduce.data.vocab import EOS, PAD
 from transduce.interop.marian import marian_layout
@@ -49,12 +47,6 @@ def our_steps(model, src, tgt, steps: int, opt) -> list[float]:
     return times
 
 
-def peer_run(peer: subprocess.Popen, src: list, tgt: list, steps: int) -> dict:
-    peer.stdin.write(json.dumps({"src": src, "tgt": tgt, "steps": steps}) + "\n")
-    peer.stdin.flush()
-    return json.loads(peer.stdout.readline())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -74,24 +66,18 @@ def main() -> None:
         src, tgt = batches(len(vocab), 128, 32, seed=3)
         peer_src = [[to_marian[int(t)] for t in row] for row in src]
         peer_tgt = [[to_marian[int(t)] for t in row] for row in tgt]
-        peer = subprocess.Popen(
-            [str(python), str(HERE / "peer_train.py"), str(HERE / "out" / preset / "hf"), str(args.threads)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert json.loads(peer.stdout.readline())["ready"]
+        peer = Peer(python, "peer_train.py", HERE / "out" / preset / "hf", args.threads)
+        request = {"src": peer_src, "tgt": peer_tgt, "steps": 1}
 
         our_steps(model, src, tgt, 3, opt)  # warm-up: allocator and thread pools settle
-        peer_run(peer, peer_src, peer_tgt, 3)
+        peer.request({**request, "steps": 3})
         ours_t, hf_t, hf_rss = [], [], 0.0
         for _ in range(args.reps):
             ours_t += our_steps(model, src, tgt, 1, opt)
-            res = peer_run(peer, peer_src, peer_tgt, 1)
+            res = peer.request(request)
             hf_t += res["seconds"]
             hf_rss = res["rss_mb"]
-        peer.stdin.close()
-        peer.wait()
+        peer.close()
         tokens = int(tgt.ne(PAD).sum())
         ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         for engine, values, rss in (("transduce", ours_t, ours_rss), ("hf", hf_t, hf_rss)):
