@@ -26,6 +26,15 @@ def test_table1_formulas_and_measured_counts():
     assert layer_total + embeddings == sum(p.numel() for p in model.parameters())
 
 
+def test_conv_transition_counts_its_depthwise_filters():
+    cfg = load_config("small", ["model.transition=conv", "model.conv_kernel=5"]).model
+    d, f = cfg.d_model, cfg.d_ff
+    rows = {(r.side, r.module): r for r in cost_table(cfg, 7, 9, build_model(cfg, 100, 100))}
+    row = rows["decoder", "conv transition"]
+    assert row.params_formula == row.params_measured == 2 * d * f + d + f + 5 * d + d
+    assert row.mults == 2 * 9 * d * f + 5 * 9 * d
+
+
 def test_flops_per_token_sums_rows_and_output():
     cfg = load_config("small").model
     rows = cost_table(cfg, 10, 10)

@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import pytest
 import torch
 
 from transduce.config import load_config
@@ -11,7 +12,7 @@ from transduce.decode.search import beam_search, greedy, length_penalty
 from transduce.model import build_model
 
 
-def tiny_model(vocab=6, seed=0, norm="post"):
+def tiny_model(vocab=6, seed=0, norm="post", transition="ffn"):
     torch.manual_seed(seed)
     cfg = load_config(
         "small",
@@ -23,6 +24,7 @@ def tiny_model(vocab=6, seed=0, norm="post"):
             "model.decoder_layers=2",
             "model.dropout=0",
             f"model.norm={norm}",
+            f"model.transition={transition}",
         ],
     ).model
     model = build_model(cfg, vocab, vocab).eval()
@@ -99,9 +101,10 @@ class _History:
         self.tokens = self.tokens.index_select(0, index)
 
 
-def test_cached_and_uncached_search_agree():
+@pytest.mark.parametrize("transition", ["ffn", "conv"])
+def test_cached_and_uncached_search_agree(transition):
     for norm in ("post", "pre"):
-        model = tiny_model(vocab=15, seed=3, norm=norm)
+        model = tiny_model(vocab=15, seed=3, norm=norm, transition=transition)
         src = torch.tensor([[4, 7, 9, 5, 11, EOS], [8, 6, EOS, 0, 0, 0], [12, 13, 14, EOS, 0, 0]])
         for beam in (1, 3):
             cached = beam_search(model, src, beam=beam, nbest=beam, max_len_b=6)

@@ -138,9 +138,9 @@ def test_act_padding_does_not_affect_real_positions():
     assert torch.equal(steps_a, model.encoder.last_ponder.steps[:, :5])
 
 
-@pytest.mark.parametrize("act", [False, True])
-def test_cached_decoding_equals_full_for_ut(act):
-    model = ut(act=act)
+@pytest.mark.parametrize(("act", "transition"), [(False, "ffn"), (True, "ffn"), (True, "conv")])
+def test_cached_decoding_equals_full_for_ut(act, transition):
+    model = ut(act=act, transition=transition)
     if act:
         with torch.no_grad():
             model.decoder.halt.weight.normal_(std=0.5)
@@ -233,3 +233,34 @@ def test_validation_reports_ponder_steps_and_plot_command(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p" / "encoder-ponder.png").stat().st_size > 1000
     assert (tmp_path / "p" / "decoder-ponder.png").exists()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_separable_conv_equals_naive_loop(causal):
+    from transduce.model.layers import SeparableConv
+
+    torch.manual_seed(0)
+    conv = SeparableConv(6, 12, kernel=3, causal=causal)
+    x = torch.randn(2, 5, 6)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    got = conv(x, pad)
+    w, b = conv.depthwise.weight[:, 0], conv.depthwise.bias  # (channels, k), (channels,)
+    first = -2 if causal else -1  # window i-2..i, or i-1..i+1
+    for row in range(2):
+        for i in range(5):
+            if pad[row, i]:
+                continue
+            mixed = b.clone()
+            for j in range(3):
+                src = i + first + j
+                if 0 <= src < 5 and not pad[row, src]:
+                    mixed += w[:, j] * x[row, src]
+            assert (conv.pointwise(mixed) - got[row, i]).abs().max() < 1e-5
+
+
+def test_conv_ut_padding_does_not_affect_real_positions():
+    model = ut(transition="conv", conv_kernel=5)
+    src = torch.randint(4, V, (1, 5))
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
+    with torch.no_grad():
+        assert (model.encode(src).states - model.encode(padded).states[:, :5]).abs().max() < 1e-5

@@ -49,6 +49,8 @@ class ModelConfig(_Section):
     local_window: int | None = Field(None, ge=0)
     num_classes: int | None = Field(None, ge=2)
     classifier: Literal["sequence", "token"] = "sequence"
+    transition: Literal["ffn", "conv"] = "ffn"
+    conv_kernel: int = Field(3, ge=1, le=64)
     # Universal Transformer (arch = "universal"): one shared layer per stack, applied for steps
     encoder_steps: int = Field(6, ge=1, le=100)
     decoder_steps: int = Field(6, ge=1, le=100)

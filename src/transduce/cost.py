@@ -6,6 +6,7 @@ For a sentence pair with m source and n target tokens:
   cross-attention  4d^2 params;  2 n d^2 + 2 m d^2 + 2 m n d
   feed-forward     2 d d_ff + d + d_ff params;  2 m d d_ff
   layer norm       2d params;  2 m d
+A convolutional transition (UT paper) adds its depthwise filters: k d + d params, k m d mults.
 Table 1 omits the attention biases (4d per attention block); the `measured` column counts
 every tensor of the built model, biases included. For a Universal Transformer the count of
 applications is the number of steps, while the parameters of the shared layer exist once.
@@ -60,6 +61,14 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
     enc_layers = (cfg.encoder_steps if universal else cfg.encoder_layers) if cfg.kind != "decoder" else 0
     dec_layers = (cfg.decoder_steps if universal else cfg.decoder_layers) if cfg.kind != "encoder" else 0
     cross = cfg.kind == "encoder_decoder"
+    conv = cfg.transition == "conv"
+    k = cfg.conv_kernel
+    transition_name = "conv transition" if conv else "feed-forward"
+
+    def transition(length: int) -> tuple[int, int]:
+        """Params and mults of one transition application over `length` positions."""
+        params, mults = 2 * d * f + d + f, 2 * length * d * f
+        return (params + k * d + d, mults + k * length * d) if conv else (params, mults)
 
     def measured(side: str, attr: str) -> int:
         layers = _layers(model, side) if model is not None else []
@@ -82,11 +91,11 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
             ),
             CostRow(
                 "encoder",
-                "feed-forward",
+                transition_name,
                 enc_layers,
-                2 * d * f + d + f,
+                transition(m)[0],
                 measured("encoder", "ffn"),
-                2 * m * d * f,
+                transition(m)[1],
             ),
             CostRow("encoder", "layer norm", 2 * enc_layers, 2 * d, measured("encoder", "norm"), 2 * m * d),
         ]
@@ -115,11 +124,11 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
         rows += [
             CostRow(
                 "decoder",
-                "feed-forward",
+                transition_name,
                 dec_layers,
-                2 * d * f + d + f,
+                transition(n)[0],
                 measured("decoder", "ffn"),
-                2 * n * d * f,
+                transition(n)[1],
             ),
             CostRow(
                 "decoder",

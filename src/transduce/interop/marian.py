@@ -286,6 +286,8 @@ def export_marian(checkpoint: Path, out: Path) -> None:
     problems = []
     if m.kind != "encoder_decoder":
         problems.append("only encoder-decoder models")
+    if m.arch != "transformer" or m.transition != "ffn":
+        problems.append("Marian needs arch=transformer with FFN transitions")
     if m.norm != "post" or m.positions != "sinusoidal" or m.pos_layout != "halves":
         problems.append("Marian needs norm=post, positions=sinusoidal, pos_layout=halves")
     if m.tie_embeddings != "all" or m.local_window is not None:

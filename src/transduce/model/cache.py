@@ -81,6 +81,7 @@ class StaticKV:
 class LayerCache:
     self_kv: KVCache = field(default_factory=KVCache)
     cross_kv: StaticKV = field(default_factory=StaticKV)
+    conv: Tensor | None = None  # last k-1 inputs of a causal convolutional transition
 
 
 @dataclass
@@ -104,6 +105,8 @@ class DecoderCache:
         done: set[int] = set()
         for layer in self.layers:
             layer.self_kv.reorder(index)
+            if layer.conv is not None:
+                layer.conv = layer.conv.index_select(0, index)
             if cross and id(layer.cross_kv) not in done:  # steps of a UT share one StaticKV
                 layer.cross_kv.reorder(index)
                 done.add(id(layer.cross_kv))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -34,8 +35,43 @@ class FeedForward(nn.Module):
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, pad: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
+        """Position-wise, so padding and the decoding cache do not concern it."""
         return self.w2(self.dropout(self.act(self.w1(x))))
+
+
+class SeparableConv(nn.Module):
+    """The UT paper's convolutional transition: a depthwise convolution over positions
+    (one width-k filter per channel), then the position-wise FFN as the pointwise part.
+
+    Causal (decoder): position i sees positions i-k+1..i, and with a cache the last k-1 inputs
+    are kept so incremental decoding equals a full pass. Otherwise the window is centred.
+    Padding is zeroed before the convolution, so real positions never read it.
+    """
+
+    def __init__(
+        self, d: int, d_ff: int, kernel: int, causal: bool, dropout: float = 0.0, activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        self.depthwise = nn.Conv1d(d, d, kernel, groups=d)
+        self.pointwise = FeedForward(d, d_ff, dropout, activation)
+        self.kernel, self.causal = kernel, causal
+
+    def forward(self, x: Tensor, pad: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
+        """x: (batch, n, d); pad: (batch, n) True at padding."""
+        if pad is not None:
+            x = x.masked_fill(pad.unsqueeze(-1), 0.0)
+        k = self.kernel
+        if self.causal:
+            past = cache.conv if cache is not None else None
+            if past is None:
+                past = x.new_zeros(x.shape[0], k - 1, x.shape[2])
+            full = torch.cat([past, x], dim=1)
+            if cache is not None:
+                cache.conv = full[:, full.shape[1] - (k - 1) :]
+        else:
+            full = F.pad(x, (0, 0, (k - 1) // 2, k // 2))
+        return self.pointwise(self.depthwise(full.transpose(1, 2)).transpose(1, 2))
 
 
 class SubLayer(nn.Module):
@@ -54,7 +90,11 @@ class SubLayer(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Self-attention, optional cross-attention to a memory, and FFN, each in a SubLayer."""
+    """Self-attention, optional cross-attention to a memory, and a transition, each in a SubLayer.
+
+    The transition is the FFN, or with `conv_kernel` a depthwise-separable convolution
+    (causal when `causal`, as in decoders).
+    """
 
     def __init__(
         self,
@@ -68,14 +108,19 @@ class TransformerLayer(nn.Module):
         activation: str = "relu",
         cross_attention: bool = False,
         eps: float = 1e-5,
-        transition: nn.Module | None = None,
+        conv_kernel: int | None = None,
+        causal: bool = False,
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d, heads, attention_dropout)
         self.self_sub = SubLayer(d, norm, dropout, eps)
         self.cross_attn = MultiHeadAttention(d, heads, attention_dropout) if cross_attention else None
         self.cross_sub = SubLayer(d, norm, dropout, eps) if cross_attention else None
-        self.ffn = transition if transition is not None else FeedForward(d, d_ff, ffn_dropout, activation)
+        self.ffn: FeedForward | SeparableConv = (
+            FeedForward(d, d_ff, ffn_dropout, activation)
+            if conv_kernel is None
+            else SeparableConv(d, d_ff, conv_kernel, causal, ffn_dropout, activation)
+        )
         self.ffn_sub = SubLayer(d, norm, dropout, eps)
 
     def forward(
@@ -87,8 +132,10 @@ class TransformerLayer(nn.Module):
         cache: LayerCache | None = None,
         score_mask: Tensor | None = None,
         record: dict[str, Tensor] | None = None,
+        pad: Tensor | None = None,
     ) -> Tensor:
-        """x: (batch, n, d). `record`, when given, receives the attention weights."""
+        """x: (batch, n, d); pad: (batch, n) True at padding, for convolutional transitions.
+        `record`, when given, receives the attention weights."""
         want = record is not None
 
         def self_attention(h: Tensor) -> Tensor:
@@ -112,7 +159,7 @@ class TransformerLayer(nn.Module):
                 return out
 
             x = self.cross_sub(x, cross_attention)
-        return self.ffn_sub(x, self.ffn)
+        return self.ffn_sub(x, lambda h: self.ffn(h, pad, cache))
 
 
 class Stack(nn.Module):
@@ -132,6 +179,7 @@ class Stack(nn.Module):
         caches: list[LayerCache] | None = None,
         score_masks: list[Tensor | None] | None = None,
         records: list[dict[str, Tensor]] | None = None,
+        pad: Tensor | None = None,
     ) -> Tensor:
         for i, layer in enumerate(self.layers):
             x = layer(
@@ -142,5 +190,6 @@ class Stack(nn.Module):
                 cache=caches[i] if caches is not None else None,
                 score_mask=score_masks[i] if score_masks is not None else None,
                 record=records[i] if records is not None else None,
+                pad=pad,
             )
         return self.final_norm(x) if self.final_norm is not None else x

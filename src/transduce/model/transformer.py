@@ -46,9 +46,9 @@ class OutputProjection(nn.Module):
         return nn.functional.linear(x, self.weight, self.bias)
 
 
-def _universal_args(stack: nn.Module, pad: Tensor, offset: int) -> dict:
-    """Universal stacks add coordinates themselves and mask ACT at padding."""
-    return {"pad": pad, "offset": offset} if isinstance(stack, UniversalStack) else {}
+def _universal_args(stack: nn.Module, offset: int) -> dict:
+    """Universal stacks add coordinates themselves, so they need the position offset."""
+    return {"offset": offset} if isinstance(stack, UniversalStack) else {}
 
 
 def _self_attention_mask(
@@ -103,7 +103,8 @@ class EncoderDecoder(nn.Module):
             mask,
             score_masks=score_masks,
             records=records,
-            **_universal_args(self.encoder, pad, 0),
+            pad=pad,
+            **_universal_args(self.encoder, 0),
         )
         return EncoderOutput(states, pad)
 
@@ -125,7 +126,8 @@ class EncoderDecoder(nn.Module):
             memory.mask,
             caches=cache.layers if cache is not None else None,
             records=records,
-            **_universal_args(self.decoder, tgt.eq(self.pad_id), offset),
+            pad=tgt.eq(self.pad_id),
+            **_universal_args(self.decoder, offset),
         )
         if cache is not None:
             cache.advance(n)
@@ -160,7 +162,12 @@ class LanguageModel(nn.Module):
         offset = cache.position if cache is not None else 0
         n = ids.shape[1]
         mask = _self_attention_mask(None, n, offset + n, offset, True, None, ids.device)
-        x = self.decoder(self.embed(ids, offset), mask, caches=cache.layers if cache is not None else None)
+        x = self.decoder(
+            self.embed(ids, offset),
+            mask,
+            caches=cache.layers if cache is not None else None,
+            pad=ids.eq(self.pad_id),
+        )
         if cache is not None:
             cache.advance(n)
         return self.output(x)
@@ -189,7 +196,7 @@ class EncoderClassifier(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         pad = ids.eq(self.pad_id)
         mask = _self_attention_mask(pad, ids.shape[1], ids.shape[1], 0, False, self.local_window, ids.device)
-        states = self.encoder(self.embed(ids), mask)
+        states = self.encoder(self.embed(ids), mask, pad=pad)
         if self.per_token:
             return self.head(states)  # (batch, len, classes)
         keep = (~pad).unsqueeze(-1).to(states.dtype)
@@ -197,7 +204,7 @@ class EncoderClassifier(nn.Module):
         return self.head(pooled)  # (batch, classes)
 
 
-def _layer(cfg: ModelConfig, cross: bool) -> TransformerLayer:
+def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:
     return TransformerLayer(
         cfg.d_model,
         cfg.heads,
@@ -209,15 +216,17 @@ def _layer(cfg: ModelConfig, cross: bool) -> TransformerLayer:
         cfg.activation,
         cross,
         cfg.layer_norm_eps,
+        cfg.conv_kernel if cfg.transition == "conv" else None,
+        causal,
     )
 
 
-def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack | UniversalStack:
+def _stack(cfg: ModelConfig, layers: int, cross: bool, causal: bool) -> Stack | UniversalStack:
     """L distinct layers, or for a Universal Transformer one layer shared across its steps."""
     if cfg.arch == "universal":
         steps = cfg.decoder_steps if cross else cfg.encoder_steps
         return UniversalStack(
-            _layer(cfg, cross),
+            _layer(cfg, cross, causal),
             cfg.d_model,
             steps,
             cfg.norm,
@@ -226,7 +235,9 @@ def _stack(cfg: ModelConfig, layers: int, cross: bool) -> Stack | UniversalStack
             cfg.pos_layout,
             cfg.layer_norm_eps,
         )
-    return Stack([_layer(cfg, cross) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps)
+    return Stack(
+        [_layer(cfg, cross, causal) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps
+    )
 
 
 def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
@@ -248,7 +259,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 
         assert cfg.num_classes is not None
         return EncoderClassifier(
             _embedding(cfg, src_vocab, pad_id),
-            _stack(cfg, cfg.encoder_layers, False),
+            _stack(cfg, cfg.encoder_layers, False, False),
             cfg.num_classes,
             pad_id,
             cfg.classifier == "token",
@@ -258,7 +269,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 
     tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
     output = OutputProjection(cfg.d_model, tgt_vocab, tied, cfg.final_logits_bias)
     if cfg.kind == "decoder":
-        return LanguageModel(tgt_embed, _stack(cfg, cfg.decoder_layers, False), output, pad_id)
+        return LanguageModel(tgt_embed, _stack(cfg, cfg.decoder_layers, False, True), output, pad_id)
     if cfg.tie_embeddings == "all":
         if src_vocab != tgt_vocab:
             raise ValueError(
@@ -272,8 +283,8 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 
     return EncoderDecoder(
         src_embed,
         tgt_embed,
-        _stack(cfg, cfg.encoder_layers, False),
-        _stack(cfg, cfg.decoder_layers, True),
+        _stack(cfg, cfg.encoder_layers, False, False),
+        _stack(cfg, cfg.decoder_layers, True, True),
         output,
         pad_id,
         cfg.local_window,

@@ -103,6 +103,7 @@ class UniversalStack(nn.Module):
                 cache=caches[t] if caches is not None else None,
                 score_mask=score_masks[t] if score_masks is not None else None,
                 record=records[t] if records is not None else None,
+                pad=pad,
             )
             if self.halt is None:
                 state = new
