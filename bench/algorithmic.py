@@ -67,7 +67,9 @@ def overrides(args: argparse.Namespace, task: str, model: str) -> list[str]:
 
 def run(args: argparse.Namespace, task: str, model: str) -> dict:
     """Train one model on one task (or reuse its stored result)."""
-    setting = f"len{args.train_len}-{args.test_len}_steps{args.steps}_d{args.width}x{args.depth}_n{args.eval_size}"
+    setting = (
+        f"len{args.train_len}-{args.test_len}_steps{args.steps}_d{args.width}x{args.depth}_n{args.eval_size}"
+    )
     result_file = OUT / setting / f"{task}-{model}.json"
     if result_file.exists():
         return json.loads(result_file.read_text())

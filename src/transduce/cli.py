@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -112,8 +113,13 @@ def prepare(
     empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
     tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
     task: Annotated[
-        str | None, typer.Option(help="Instead of text files, generate a task: copy, reverse, addition, lte.")
+        str | None,
+        typer.Option(
+            help="Instead of text files, generate a task (copy, reverse, addition, lte), or 'parse': "
+            "DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
+        ),
     ] = None,
+    trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
@@ -123,11 +129,21 @@ def prepare(
     from .config import load_config
     from .data.corpus import CorpusError
     from .data.dataset import prepare_task
-    from .data.prepare import PrepareOptions, prepare_text
+    from .data.prepare import PrepareOptions, prepare_parse, prepare_text
 
     if empty not in ("skip", "reject") or tabs not in ("space", "reject"):
         fail("--empty takes skip or reject; --tabs takes space or reject")
     try:
+        if task == "parse":
+            if data_dir is None:
+                fail("--task parse needs a DATA_DIR with train/dev treebank files")
+                return
+            report = prepare_parse(data_dir, out, trees, max_len)
+            if report["up_to_date"]:
+                console.print(f"{out} is up to date with its inputs; nothing to do")
+            for name, r in report.get("splits", {}).items():
+                console.print(f"{name}: {r['trees']} trees; skipped {r['skipped_too_long']} too long")
+            return
         if task is not None:
             cfg = load_config("small", [f"data.task={task}", *(overrides or [])])
             dataset = prepare_task(cfg.data, out)
@@ -377,13 +393,24 @@ def translate(
         results = decode_all(
             loaded.model, sources, opts, use_greedy=greedy, on_batch=lambda n: progress.advance(task, n)
         )
+    render = _tree_renderer(loaded, lines)
     out_lines = []
     for number, hyps in enumerate(results):
         if opts.nbest > 1:
-            out_lines += [f"{number} ||| {loaded.tgt_vocab.decode(h.tokens)} ||| {h.score:.4f}" for h in hyps]
+            out_lines += [f"{number} ||| {render(number, h.tokens)} ||| {h.score:.4f}" for h in hyps]
         else:
-            out_lines.append(loaded.tgt_vocab.decode(hyps[0].tokens) if hyps else "")
+            out_lines.append(render(number, hyps[0].tokens) if hyps else "")
     _write_output(output, out_lines)
+
+
+def _tree_renderer(loaded: LoadedModel, lines: list[str]) -> Callable[[int, list[int]], str]:
+    """Output ids -> text; for parsers, the repaired bracketed tree over the input's words."""
+    if loaded.meta.get("data_kind") != "parse":
+        return lambda _, ids: loaded.tgt_vocab.decode(ids)
+    from .parsing import output_trees
+
+    root = loaded.meta.get("parse_root") or "S"
+    return lambda number, ids: str(output_trees(loaded.tgt_vocab, [ids], [lines[number].split()], root)[0])
 
 
 @app.command()
@@ -399,15 +426,25 @@ def evaluate(
     split: Annotated[
         str | None, typer.Option(help="For generated-task models: dev, test or test_long.")
     ] = None,
+    trees: Annotated[
+        Path | None,
+        typer.Option(
+            help="Gold treebank: parse its sentences with a parsing model (or score --hyp trees) and "
+            "report labelled bracket precision/recall/F1 with EVALB conventions."
+        ),
+    ] = None,
     greedy: Annotated[
         bool, typer.Option(help="Greedy search instead of the checkpoint's beam settings.")
     ] = False,
     beam: Annotated[int | None, typer.Option(help="Beam size override.")] = None,
     alpha: Annotated[float | None, typer.Option(help="Length penalty override.")] = None,
 ) -> None:
-    """BLEU and chrF (sacrebleu, signatures printed), perplexity, or task accuracy."""
+    """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1."""
     from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
 
+    if trees is not None:
+        _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha)
+        return
     if hyp is not None:
         if ref is None:
             fail("--hyp needs --ref")
@@ -450,6 +487,47 @@ def evaluate(
     _print_scores(corpus_scores(outputs, ref_lines))
     nll, tokens = reference_nll(loaded.model, sources, [loaded.tgt_vocab.encode(r) for r in ref_lines])
     stdout.print(f"reference perplexity {perplexity(nll, tokens):.4f} over {tokens} tokens")
+
+
+def _evaluate_parse(
+    checkpoint: Path | None,
+    gold_file: Path,
+    hyp: Path | None,
+    greedy: bool,
+    beam: int | None,
+    alpha: float | None,
+) -> None:
+    """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
+    from .data.trees import read_treebank
+    from .evalb import corpus_score
+
+    try:
+        golds = read_treebank(gold_file)
+        if hyp is not None:
+            score = corpus_score(golds, read_treebank(hyp))
+        elif checkpoint is None:
+            fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
+            return
+        else:
+            from .decode.translate import decode_all
+            from .parsing import score_outputs
+
+            loaded = _load(checkpoint)
+            if loaded.meta.get("data_kind") != "parse":
+                fail(f"{checkpoint} is not a parsing model (it was not trained on `prepare --task parse`)")
+            opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
+            sources = [loaded.src_vocab.encode(" ".join(g.words())) for g in golds]
+            hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
+            outputs = [h[0].tokens if h else [] for h in hyps]
+            score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.get("parse_root") or "S")
+    except ValueError as exc:
+        fail(str(exc))
+        return
+    stdout.print(
+        f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
+        f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "
+        f"brackets; {len(golds)} sentences; EVALB conventions)"
+    )
 
 
 def _print_scores(report: object) -> None:

@@ -181,6 +181,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "encoder_layers": 4,
             "decoder_layers": 4,
             "dropout": 0.3,
+            "tie_embeddings": "decoder",  # words in, brackets out: two vocabularies
         },
         "decode": {"beam": 21, "alpha": 0.3, "max_len_b": 300},
     },

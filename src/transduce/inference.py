@@ -30,6 +30,7 @@ class LoadedModel:
     src_vocab: Vocab
     tgt_vocab: Vocab
     path: Path
+    meta: dict
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -56,7 +57,7 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
     model = build_model(ck.config.model, int(ck.meta["src_vocab_size"]), int(ck.meta["tgt_vocab_size"]))
     load_weights(model, ck.weights)
     model.to(device or torch.device("cpu")).eval()
-    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path)
+    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, ck.meta)
 
 
 def write_model_checkpoint(out: Path, ck: Checkpoint) -> None:

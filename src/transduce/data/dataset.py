@@ -100,6 +100,10 @@ class Dataset:
     def shared_vocab(self) -> bool:
         return bool(self.meta["shared_vocab"])
 
+    def gold_trees(self, split: str) -> list[str]:
+        """The bracketed gold trees of a parsing dataset's split, one per example."""
+        return (self.dir / f"{split}.trees.txt").read_text(encoding="utf-8").splitlines()
+
 
 def content_hash(files: list[Path], options: dict) -> str:
     """Hash of input bytes and options: equal hashes mean `prepare` has nothing to do."""
@@ -145,9 +149,12 @@ def write_dataset(
     src_vocab: SentencePieceVocab | SymbolVocab,
     tgt_vocab: SentencePieceVocab | SymbolVocab | None,
     meta: dict,
+    texts: dict[str, list[str]] | None = None,
 ) -> None:
-    """Write splits, vocabularies and meta.json (last), atomically."""
+    """Write splits, vocabularies, `texts` (file name -> lines) and meta.json (last), atomically."""
     with atomic_directory(out) as tmp:
+        for name, lines in (texts or {}).items():
+            (tmp / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         src_vocab.save(tmp / "src")
         if tgt_vocab is not None:
             tgt_vocab.save(tmp / "tgt")

@@ -1,7 +1,9 @@
-"""`transduce prepare`: parallel text files -> BPE vocabulary -> binarised dataset."""
+"""`transduce prepare`: parallel text files -> BPE vocabulary -> binarised dataset; treebanks ->
+parsing datasets."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -9,7 +11,8 @@ from rich.progress import Progress
 
 from .corpus import CorpusError, ReadStats, read_parallel
 from .dataset import Split, content_hash, is_up_to_date, write_dataset
-from .vocab import SentencePieceVocab
+from .trees import linearise, read_treebank
+from .vocab import SentencePieceVocab, SymbolVocab
 
 
 @dataclass
@@ -100,3 +103,49 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
     }
     write_dataset(out, splits, src_vocab, None if opts.shared_vocab else tgt_vocab, meta)
     return report
+
+
+def prepare_parse(data_dir: Path, out: Path, suffix: str = "trees", max_len: int = 256) -> dict:
+    """Parsing as sequence-to-sequence from `{train,dev,test}.{suffix}` treebank files.
+
+    Source: the words; target: the linearised tree with placeholder leaves and no POS tags.
+    Both sides get symbol vocabularies from the training split (unseen words map to <unk>,
+    which parsing tolerates: the output only needs the word count). Gold dev/test trees are
+    kept beside the splits for bracket scoring.
+    """
+    names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{suffix}").exists()]
+    files = [data_dir / f"{n}.{suffix}" for n in names]
+    for f in files:
+        if not f.exists():
+            raise CorpusError(f"{f}: file not found (expected train.{suffix}, dev.{suffix}, optional test.*)")
+    digest = content_hash(files, {"kind": "parse", "max_len": max_len})
+    if is_up_to_date(out, digest):
+        return {"up_to_date": True, "out": str(out)}
+    trees = {n: read_treebank(data_dir / f"{n}.{suffix}") for n in names}
+    targets = {n: [" ".join(linearise(t, words=False, tags=False)) for t in ts] for n, ts in trees.items()}
+    sources = {n: [" ".join(t.words()) for t in ts] for n, ts in trees.items()}
+    src_vocab = SymbolVocab(sorted({w for line in sources["train"] for w in line.split(" ")}))
+    tgt_vocab = SymbolVocab(sorted({tok for line in targets["train"] for tok in line.split(" ")}))
+    splits, report, texts = {}, {}, {}
+    for n in names:
+        keep = [
+            i
+            for i in range(len(trees[n]))
+            if n != "train" or max(len(sources[n][i].split(" ")), len(targets[n][i].split(" "))) <= max_len
+        ]
+        splits[n] = Split.from_lists(
+            [src_vocab.encode(sources[n][i]) for i in keep], [tgt_vocab.encode(targets[n][i]) for i in keep]
+        )
+        texts[f"{n}.trees.txt"] = [str(trees[n][i]) for i in keep]
+        report[n] = {"trees": len(keep), "skipped_too_long": len(trees[n]) - len(keep)}
+    roots = Counter(t.label for t in trees["train"])
+    meta = {
+        "hash": digest,
+        "kind": "parse",
+        "root": roots.most_common(1)[0][0] if roots else "S",
+        "report": report,
+        "src_vocab_size": len(src_vocab),
+        "tgt_vocab_size": len(tgt_vocab),
+    }
+    write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts)
+    return {"up_to_date": False, "out": str(out), "splits": report}

@@ -32,6 +32,7 @@ from ..decode.translate import decode_all
 from ..evaluate import accuracy, corpus_scores, perplexity
 from ..model import build_model
 from ..model.universal import ponder_steps
+from ..parsing import gold_tree, score_outputs
 from .checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -195,6 +196,8 @@ class Trainer:
             "tgt_vocab_size": len(self.data.tgt_vocab),
             "shared_vocab": self.data.shared_vocab,
             "task": self.data.meta.get("task"),
+            "data_kind": self.data.meta.get("kind"),
+            "parse_root": self.data.meta.get("root"),
             "metrics": self.state.history[-1] if self.state.history else {},
         }
         trainer = {
@@ -320,11 +323,21 @@ class Trainer:
             "dev_ppl": perplexity(nll, 1),
             **ponder,
         }
-        if self.data.meta.get("kind") == "task":
+        kind = self.data.meta.get("kind")
+        if kind == "task":
             for name in ("dev", "test_long"):
                 preds, refs = self.predict(self.data.splits[name])
                 acc = accuracy(preds, refs)
                 metrics[f"{name}_char_acc"], metrics[f"{name}_seq_acc"] = acc.char, acc.sequence
+        elif kind == "parse":
+            preds, _ = self.predict(self.data.splits["dev"])
+            golds = [gold_tree(line) for line in self.data.gold_trees("dev")]
+            score, _ = score_outputs(self.data.tgt_vocab, preds, golds, self.data.meta["root"])
+            metrics["dev_f1"], metrics["dev_precision"], metrics["dev_recall"] = (
+                score.f1,
+                score.precision,
+                score.recall,
+            )
         else:
             preds, refs = self.predict(self.data.splits["dev"])
             scores = corpus_scores(
