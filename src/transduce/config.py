@@ -51,6 +51,14 @@ class ModelConfig(_Section):
     classifier: Literal["sequence", "token"] = "sequence"
     transition: Literal["ffn", "conv"] = "ffn"
     conv_kernel: int = Field(3, ge=1, le=64)
+    # Syntax-aware encoder self-attention from source trees (model/syntax.py)
+    syntax_mask: Literal["none", "hard", "standard", "inverse", "given"] = "none"
+    syntax_apply: Literal["additive", "multiplicative"] = "multiplicative"
+    omega_max: int = Field(1, ge=0)
+    syntax_layers: list[int] | None = None
+    syntax_heads: list[int] | None = None
+    # Factored source tokens word|tag1|...: how word and tag embeddings are combined
+    factor_combine: Literal["sum", "ffn1", "ffn2"] = "sum"
     # Universal Transformer (arch = "universal"): one shared layer per stack, applied for steps
     encoder_steps: int = Field(6, ge=1, le=100)
     decoder_steps: int = Field(6, ge=1, le=100)
@@ -68,6 +76,15 @@ class ModelConfig(_Section):
             raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
+        depth = self.encoder_steps if self.arch == "universal" else self.encoder_layers
+        ranges = [
+            ("syntax_layers", self.syntax_layers, depth),
+            ("syntax_heads", self.syntax_heads, self.heads),
+        ]
+        for key, values, bound in ranges:
+            bad = [v for v in values or [] if not 0 <= v < bound]
+            if bad:
+                raise ValueError(f"model.{key}: {bad} out of range; allowed: 0..{bound - 1}")
         return self
 
     @property

@@ -91,9 +91,37 @@ class Embedding(nn.Module):
         elif positions == "learned":
             self.positions = LearnedPositions(d, max_positions)
         self.dropout = nn.Dropout(dropout)
+        self.factors: nn.ModuleList | None = None
+        self.combine: nn.Module | None = None
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+    def add_factors(self, vocab_sizes: list[int], combine: str, pad_id: int) -> None:
+        """Factored input (survey eqs. 51-52): one tag embedding table per factor, combined
+        with the word embedding by a sum, or by a one- or two-layer FFN over their concatenation."""
+        d = self.tokens.embedding_dim
+        self.factors = nn.ModuleList(nn.Embedding(size, d, padding_idx=pad_id) for size in vocab_sizes)
+        for table in self.factors:
+            nn.init.normal_(table.weight, std=d**-0.5)
+        width = d * (len(vocab_sizes) + 1)
+        if combine == "ffn1":
+            self.combine = nn.Linear(width, d)
+        elif combine == "ffn2":
+            self.combine = nn.Sequential(nn.Linear(width, d), nn.ReLU(), nn.Linear(d, d))
+
+    def _words(self, ids: Tensor, factors: Tensor | None) -> Tensor:
         x = self.tokens(ids) * self.scale  # (batch, len, d)
+        if self.factors is None:
+            return x
+        if factors is None or factors.shape[1] != len(self.factors):
+            got = "none" if factors is None else factors.shape[1]
+            raise ValueError(f"this model takes {len(self.factors)} tag factor(s) per token; got {got}")
+        tags = [table(factors[:, k]) * self.scale for k, table in enumerate(self.factors)]
+        if self.combine is None:
+            return x + sum(tags)
+        return self.combine(torch.cat([x, *tags], dim=-1))
+
+    def forward(self, ids: Tensor, offset: int = 0, factors: Tensor | None = None) -> Tensor:
+        """ids: (batch, len); factors: (batch, k, len) tag ids when the model is factored."""
+        x = self._words(ids, factors)
         if self.positions is not None:
             x = x + self.positions(ids.shape[1], offset).to(x.dtype)
         return self.dropout(x)

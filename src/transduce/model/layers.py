@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, combine_masks
 from .cache import LayerCache
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -180,11 +180,13 @@ class Stack(nn.Module):
         score_masks: list[Tensor | None] | None = None,
         records: list[dict[str, Tensor]] | None = None,
         pad: Tensor | None = None,
+        layer_masks: list[Tensor | None] | None = None,
     ) -> Tensor:
+        """layer_masks: extra additive self-attention masks per layer (e.g. syntax)."""
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
-                mask,
+                combine_masks(mask, layer_masks[i]) if layer_masks is not None else mask,
                 memory,
                 memory_mask,
                 cache=caches[i] if caches is not None else None,

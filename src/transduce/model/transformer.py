@@ -12,6 +12,7 @@ from .attention import causal_mask, combine_masks, local_mask, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
 from .layers import Stack, TransformerLayer
+from .syntax import SyntaxMasks
 from .universal import UniversalStack, universal_cache
 
 
@@ -79,29 +80,34 @@ class EncoderDecoder(nn.Module):
         output: OutputProjection,
         pad_id: int,
         local_window: int | None = None,
+        syntax: SyntaxMasks | None = None,
     ) -> None:
         super().__init__()
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.encoder, self.decoder, self.output = encoder, decoder, output
-        self.pad_id, self.local_window = pad_id, local_window
+        self.pad_id, self.local_window, self.syntax = pad_id, local_window, syntax
 
     def encode(
         self,
         src: Tensor,
-        score_masks: list[Tensor | None] | None = None,
-        extra_mask: Tensor | None = None,
+        factors: Tensor | None = None,
+        syntax: Tensor | None = None,
         records: list[dict[str, Tensor]] | None = None,
     ) -> EncoderOutput:
-        """src: (batch, m) token ids. extra_mask: additive (batch, 1|heads, m, m), e.g. syntax."""
+        """src: (batch, m) token ids; factors: (batch, k, m) tag ids of factored input;
+        syntax: (batch, m, m) tree distances omega (or M itself for syntax_mask='given')."""
         pad = src.eq(self.pad_id)
-        mask = combine_masks(
-            _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, self.local_window, src.device),
-            extra_mask,
-        )
+        mask = _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, self.local_window, src.device)
+        additive = multiplicative = None
+        if self.syntax is not None:
+            if syntax is None:
+                raise ValueError("this model masks attention with source trees; give their distances (omega)")
+            additive, multiplicative = self.syntax.per_layer(syntax, len(self.encoder.layers))
         states = self.encoder(
-            self.src_embed(src),
+            self.src_embed(src, factors=factors),
             mask,
-            score_masks=score_masks,
+            score_masks=multiplicative,
+            layer_masks=additive,
             records=records,
             pad=pad,
             **_universal_args(self.encoder, 0),
@@ -147,8 +153,10 @@ class EncoderDecoder(nn.Module):
         ]
         return tau * sum(costs) if costs else None
 
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        return self.decode(tgt, self.encode(src))
+    def forward(
+        self, src: Tensor, tgt: Tensor, factors: Tensor | None = None, syntax: Tensor | None = None
+    ) -> Tensor:
+        return self.decode(tgt, self.encode(src, factors, syntax))
 
 
 class LanguageModel(nn.Module):
@@ -253,8 +261,21 @@ def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
     )
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0) -> nn.Module:
-    """Read the model config once and assemble plain modules from it."""
+def _syntax(cfg: ModelConfig) -> SyntaxMasks | None:
+    if cfg.syntax_mask == "none":
+        return None
+    return SyntaxMasks(
+        cfg.syntax_mask, cfg.syntax_apply, cfg.omega_max, cfg.syntax_layers, cfg.syntax_heads, cfg.heads
+    )
+
+
+def build_model(
+    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, factor_vocabs: list[int] | None = None
+) -> nn.Module:
+    """Read the model config once and assemble plain modules from it.
+
+    factor_vocabs: the tag vocabulary size of each source factor (factored input), if any.
+    """
     if cfg.kind == "encoder":
         assert cfg.num_classes is not None
         return EncoderClassifier(
@@ -280,6 +301,8 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 
         src_embed.tokens = tgt_embed.tokens
     else:
         src_embed = _embedding(cfg, src_vocab, pad_id)
+    if factor_vocabs:
+        src_embed.add_factors(factor_vocabs, cfg.factor_combine, pad_id)
     return EncoderDecoder(
         src_embed,
         tgt_embed,
@@ -288,4 +311,5 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 
         output,
         pad_id,
         cfg.local_window,
+        _syntax(cfg),
     )

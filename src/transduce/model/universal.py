@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .attention import combine_masks
 from .cache import DecoderCache, LayerCache, StaticKV
 from .embeddings import SinusoidalPositions
 from .layers import TransformerLayer
@@ -83,6 +84,7 @@ class UniversalStack(nn.Module):
         records: list[dict[str, Tensor]] | None = None,
         pad: Tensor | None = None,
         offset: int = 0,
+        layer_masks: list[Tensor | None] | None = None,
     ) -> Tensor:
         """x: (batch, n, d) token embeddings; pad: (batch, n) True at padding."""
         batch, n, _ = x.shape
@@ -97,7 +99,7 @@ class UniversalStack(nn.Module):
         for t in range(self.steps):
             new = self.layer(
                 state + self.coordinates(n, offset, t + 1).to(x.dtype),
-                mask,
+                combine_masks(mask, layer_masks[t]) if layer_masks is not None else mask,
                 memory,
                 memory_mask,
                 cache=caches[t] if caches is not None else None,
