@@ -216,3 +216,9 @@ def test_bpe_round_trips_any_text_and_rejects_tiny_vocab():
         SentencePieceVocab.train(lines, 50)
     sym = SymbolVocab(["1", "2", "+"])
     assert sym.decode(sym.encode("1 + 2 2")) == "1 + 2 2"
+
+
+def test_sampler_with_nothing_that_fits_fails_instead_of_looping():
+    sampler = BatchSampler(np.array([50, 60]), max_tokens=40, seed=0)
+    with pytest.raises(ValueError, match=r"max_tokens=40 .* shortest padded example has 50"):
+        next(iter(sampler))

@@ -120,6 +120,27 @@ def prepare(
         ),
     ] = None,
     trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
+    source_format: Annotated[
+        str,
+        typer.Option(
+            help="text, or tree: source lines are bracketed trees, linearised for the encoder "
+            "(tree-to-string)."
+        ),
+    ] = "text",
+    tree_tags: Annotated[
+        bool, typer.Option(help="With --source-format tree: keep POS tags in the linearised source.")
+    ] = True,
+    factors: Annotated[
+        int, typer.Option(help="Source tokens are word|tag1|...|tagN with this many tags (factored input).")
+    ] = 0,
+    factor_sep: Annotated[str, typer.Option(help="Separator between a word and its tags.")] = "|",
+    source_trees: Annotated[
+        str | None,
+        typer.Option(
+            help="Syntax trees for syntax-aware attention: 'tree' reads {split}.SRC.tree (bracketed, "
+            "one per line), 'conllu' reads {split}.SRC.conllu (dependency heads)."
+        ),
+    ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
@@ -130,6 +151,7 @@ def prepare(
     from .data.corpus import CorpusError
     from .data.dataset import prepare_task
     from .data.prepare import PrepareOptions, prepare_parse, prepare_text
+    from .data.source import SourceFormat
 
     if empty not in ("skip", "reject") or tabs not in ("space", "reject"):
         fail("--empty takes skip or reject; --tabs takes space or reject")
@@ -165,6 +187,7 @@ def prepare(
             max_ratio if max_ratio > 0 else None,
             empty,
             tabs,
+            SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
         )
         report = prepare_text(data_dir, out, opts)
     except (CorpusError, ConfigError, ValueError) as exc:
@@ -362,8 +385,15 @@ def translate(
         int, typer.Option(help="Truncate longer inputs (in subword tokens), with a warning.")
     ] = 1024,
     threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
+    src_trees: Annotated[
+        Path | None,
+        typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
+    ] = None,
 ) -> None:
-    """Translate lines: input order and line count kept; empty lines give empty lines."""
+    """Translate lines: input order and line count kept; empty lines give empty lines.
+
+    Input lines are in the model's source format: plain text, bracketed trees (tree-to-string
+    models) or word|tag tokens (factored models). Parsing models print bracketed trees."""
     import torch
     from rich.progress import Progress
 
@@ -383,15 +413,20 @@ def translate(
         max_tokens=max_tokens,
     )
     lines = _read_input(input)
-    sources = [loaded.src_vocab.encode(line) if line.strip() else [] for line in lines]
+    sources, annotations = _encode_inputs(loaded, lines, src_trees)
     long = sum(len(s) > max_src_len for s in sources)
     if long:
         console.print(f"[yellow]warning:[/] {long} input lines truncated to {max_src_len} tokens", style=None)
-        sources = [s[:max_src_len] for s in sources]
+        sources, annotations = _encode_inputs(loaded, lines, src_trees, max_src_len)
     with Progress(console=Console(stderr=True), disable=input is None) as progress:
         task = progress.add_task("translating", total=len(sources))
         results = decode_all(
-            loaded.model, sources, opts, use_greedy=greedy, on_batch=lambda n: progress.advance(task, n)
+            loaded.model,
+            sources,
+            opts,
+            use_greedy=greedy,
+            on_batch=lambda n: progress.advance(task, n),
+            annotations=annotations,
         )
     render = _tree_renderer(loaded, lines)
     out_lines = []
@@ -401,6 +436,18 @@ def translate(
         else:
             out_lines.append(render(number, hyps[0].tokens) if hyps else "")
     _write_output(output, out_lines)
+
+
+def _encode_inputs(
+    loaded: LoadedModel, lines: list[str], trees: Path | None, max_len: int | None = None
+) -> tuple[list[list[int]], list | None]:
+    from .inference import encode_inputs
+
+    try:
+        return encode_inputs(loaded, lines, trees, max_len)
+    except ValueError as exc:
+        fail(str(exc))
+        raise
 
 
 def _tree_renderer(loaded: LoadedModel, lines: list[str]) -> Callable[[int, list[int]], str]:
@@ -438,6 +485,9 @@ def evaluate(
     ] = False,
     beam: Annotated[int | None, typer.Option(help="Beam size override.")] = None,
     alpha: Annotated[float | None, typer.Option(help="Length penalty override.")] = None,
+    src_trees: Annotated[
+        Path | None, typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu).")
+    ] = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1."""
     from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
@@ -481,11 +531,12 @@ def evaluate(
     src_lines, ref_lines = _read_input(src), _read_input(ref)
     if len(src_lines) != len(ref_lines):
         fail(f"{src} has {len(src_lines)} lines but {ref} has {len(ref_lines)}")
-    sources = [loaded.src_vocab.encode(line) if line.strip() else [] for line in src_lines]
-    hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
+    sources, annotations = _encode_inputs(loaded, src_lines, src_trees)
+    hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy, annotations=annotations)
     outputs = [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
     _print_scores(corpus_scores(outputs, ref_lines))
-    nll, tokens = reference_nll(loaded.model, sources, [loaded.tgt_vocab.encode(r) for r in ref_lines])
+    refs = [loaded.tgt_vocab.encode(r) for r in ref_lines]
+    nll, tokens = reference_nll(loaded.model, sources, refs, annotations)
     stdout.print(f"reference perplexity {perplexity(nll, tokens):.4f} over {tokens} tokens")
 
 

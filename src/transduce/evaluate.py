@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import sacrebleu
 import torch
 
-from .data.batching import encode_sources
+from .data.batching import annotation_tensors, encode_sources
+from .data.source import SourceAnnotation
 from .data.vocab import BOS, EOS
 from .model.transformer import EncoderDecoder
 
@@ -57,14 +58,19 @@ def corpus_scores(hypotheses: list[str], references: list[str]) -> BleuReport:
 
 @torch.no_grad()
 def reference_nll(
-    model: EncoderDecoder, sources: list[list[int]], targets: list[list[int]]
+    model: EncoderDecoder,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    annotations: list[SourceAnnotation] | None = None,
 ) -> tuple[float, int]:
     """Summed negative log-likelihood of references given sources, and the token count (with EOS)."""
     total, tokens = 0.0, 0
-    for s, t in zip(sources, targets, strict=True):
+    for i, (s, t) in enumerate(zip(sources, targets, strict=True)):
         if not s:
             continue
-        logits = model(encode_sources([s]), torch.tensor([[BOS, *t]]))
+        src = encode_sources([s])
+        extra = annotation_tensors([annotations[i]], src.shape[1]) if annotations is not None else {}
+        logits = model(src, torch.tensor([[BOS, *t]]), **extra)
         target = torch.tensor([*t, EOS])
         total += float(torch.nn.functional.cross_entropy(logits[0].float(), target, reduction="sum"))
         tokens += len(target)

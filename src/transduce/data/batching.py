@@ -9,13 +9,15 @@ each takes a disjoint share of every epoch's batches, and all ranks get the same
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .dataset import Split
+from .dataset import DatasetError, Split
+from .source import SourceAnnotation
+from .syntax import with_eos
 from .vocab import BOS, EOS, PAD
 
 
@@ -25,10 +27,36 @@ class Batch:
     tgt_in: Tensor  # (batch, n) BOS + ids
     tgt_out: Tensor  # (batch, n) ids + EOS
     indices: list[int]
+    source: dict[str, Tensor] = field(default_factory=dict)  # encode() extras: factors, syntax
 
     @property
     def target_tokens(self) -> int:
         return int(self.tgt_out.ne(PAD).sum())
+
+
+def annotation_tensors(items: list[SourceAnnotation], m: int) -> dict[str, Tensor]:
+    """Keyword arguments of `encode` for sources padded to m tokens (EOS included).
+
+    factors: (batch, k, m), EOS tagged EOS and padding PAD. syntax: (batch, m, m) omega with
+    EOS unrelated to the words and -1 at padding (padding is masked by the key padding mask;
+    soft masks ignore negative entries in their row statistics).
+    """
+    out: dict[str, Tensor] = {}
+    if items and items[0].factors is not None:
+        k = items[0].factors.shape[0]
+        factors = torch.full((len(items), k, m), PAD, dtype=torch.long)
+        for row, item in enumerate(items):
+            n = item.factors.shape[1]
+            factors[row, :, :n] = torch.from_numpy(np.asarray(item.factors, dtype=np.int64))
+            factors[row, :, n] = EOS
+        out["factors"] = factors
+    if items and items[0].omega is not None:
+        syntax = torch.full((len(items), m, m), -1, dtype=torch.long)
+        for row, item in enumerate(items):
+            full = with_eos(np.asarray(item.omega, dtype=np.int64))
+            syntax[row, : full.shape[0], : full.shape[0]] = torch.from_numpy(full)
+        out["syntax"] = syntax
+    return out
 
 
 def padded_lengths(split: Split) -> np.ndarray:
@@ -107,6 +135,13 @@ class BatchSampler:
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         batches, self.dropped = make_batches(self.lengths, self.max_tokens, self.seed + epoch)
+        if not batches:
+            longest = int(self.lengths.max()) if len(self.lengths) else 0
+            raise DatasetError(
+                f"no training example fits a batch of data.max_tokens={self.max_tokens} tokens "
+                f"(the shortest padded example has {int(self.lengths.min()) if longest else 0}, the "
+                f"longest {longest}); raise data.max_tokens"
+            )
         if self.shuffle:
             perm = np.random.default_rng((self.seed, epoch)).permutation(len(batches))
             batches = [batches[i] for i in perm]
@@ -141,7 +176,15 @@ def collate(split: Split, indices: list[int]) -> Batch:
     pairs = [split.pair(i) for i in indices]
     src = [[*s.tolist(), EOS] for s, _ in pairs]
     tgt = [t.tolist() for _, t in pairs]
-    return Batch(_pad(src), _pad([[BOS, *t] for t in tgt]), _pad([[*t, EOS] for t in tgt]), list(indices))
+    src_ids = _pad(src)
+    source = (
+        annotation_tensors([split.annotation(i) for i in indices], src_ids.shape[1])
+        if split.annotated
+        else {}
+    )
+    return Batch(
+        src_ids, _pad([[BOS, *t] for t in tgt]), _pad([[*t, EOS] for t in tgt]), list(indices), source
+    )
 
 
 def encode_sources(lines: list[list[int]]) -> Tensor:

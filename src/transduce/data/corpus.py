@@ -28,7 +28,7 @@ class ReadStats:
     tabs_replaced: int = 0
     skipped_long: int = 0
     skipped_ratio: int = 0
-    notes: list[str] = field(default_factory=list)
+    kept_lines: list[int] = field(default_factory=list)  # 0-based line numbers of the kept pairs
 
 
 def read_lines(path: Path) -> list[str]:
@@ -82,5 +82,6 @@ def read_parallel(
             continue
         out_src.append(s)
         out_tgt.append(t)
+        stats.kept_lines.append(number - 1)
     stats.pairs = len(out_src)
     return out_src, out_tgt, stats

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import DataConfig
+from .source import SourceAnnotation
 from .vocab import SentencePieceVocab, SymbolVocab, load_vocab
 
 FORMAT_VERSION = 1
@@ -30,12 +31,17 @@ class DatasetError(ValueError):
 
 @dataclass
 class Split:
-    """Aligned source/target id sequences of one split."""
+    """Aligned source/target id sequences of one split, and optional source annotations:
+    tag ids per factor aligned with the source tokens, and per example a flattened n x n
+    matrix of tree distances between its source tokens."""
 
     src_tokens: np.ndarray
     src_offsets: np.ndarray
     tgt_tokens: np.ndarray
     tgt_offsets: np.ndarray
+    src_factors: np.ndarray | None = None  # (k, total source tokens)
+    omega: np.ndarray | None = None  # flat, example i at omega_offsets[i]:omega_offsets[i + 1]
+    omega_offsets: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
@@ -54,20 +60,46 @@ class Split:
             self.tgt_tokens[self.tgt_offsets[i] : self.tgt_offsets[i + 1]],
         )
 
+    def annotation(self, i: int) -> SourceAnnotation:
+        factors = omega = None
+        if self.src_factors is not None:
+            factors = np.asarray(self.src_factors[:, self.src_offsets[i] : self.src_offsets[i + 1]])
+        if self.omega is not None and self.omega_offsets is not None:
+            n = int(self.src_offsets[i + 1] - self.src_offsets[i])
+            omega = np.asarray(self.omega[self.omega_offsets[i] : self.omega_offsets[i + 1]]).reshape(n, n)
+        return SourceAnnotation(factors, omega)
+
+    @property
+    def annotated(self) -> bool:
+        return self.src_factors is not None or self.omega is not None
+
     @classmethod
-    def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> Split:
+    def from_lists(
+        cls, src: list[list[int]], tgt: list[list[int]], annotations: list[SourceAnnotation] | None = None
+    ) -> Split:
         def flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
             offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
             np.cumsum([len(s) for s in seqs], out=offsets[1:])
             tokens = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(offsets[-1]))
             return tokens, offsets
 
-        return cls(*flat(src), *flat(tgt))
+        split = cls(*flat(src), *flat(tgt))
+        if annotations and annotations[0].factors is not None:
+            split.src_factors = np.concatenate([a.factors for a in annotations], axis=1).astype(np.int32)
+        if annotations and annotations[0].omega is not None:
+            matrices = [a.omega.reshape(-1) for a in annotations]
+            split.omega = np.concatenate(matrices).astype(np.int16)
+            split.omega_offsets = np.zeros(len(matrices) + 1, dtype=np.int64)
+            np.cumsum([m.size for m in matrices], out=split.omega_offsets[1:])
+        return split
 
     def save(self, directory: Path, name: str) -> None:
         for side in ("src", "tgt"):
             np.save(directory / f"{name}.{side}.tokens.npy", getattr(self, f"{side}_tokens"))
             np.save(directory / f"{name}.{side}.offsets.npy", getattr(self, f"{side}_offsets"))
+        for extra in ("src_factors", "omega", "omega_offsets"):
+            if getattr(self, extra) is not None:
+                np.save(directory / f"{name}.{extra}.npy", getattr(self, extra))
 
     @classmethod
     def load(cls, directory: Path, name: str) -> Split:
@@ -76,7 +108,12 @@ class Split:
             for side in ("src", "tgt")
             for kind in ("tokens", "offsets")
         ]
-        return cls(*arrays)
+        extras = {
+            extra: np.load(path, mmap_mode="r")
+            for extra in ("src_factors", "omega", "omega_offsets")
+            if (path := directory / f"{name}.{extra}.npy").exists()
+        }
+        return cls(*arrays, **extras)
 
 
 class Dataset:
@@ -95,6 +132,9 @@ class Dataset:
         self.src_vocab = load_vocab(self.dir / "src")
         self.tgt_vocab = load_vocab(self.dir / "tgt") if not self.meta["shared_vocab"] else self.src_vocab
         self.splits = {name: Split.load(self.dir, name) for name in self.meta["splits"]}
+        self.factor_vocabs = [
+            load_vocab(self.dir / f"src.factor{k}") for k in range(self.meta.get("factors", 0))
+        ]
 
     @property
     def shared_vocab(self) -> bool:
@@ -150,9 +190,13 @@ def write_dataset(
     tgt_vocab: SentencePieceVocab | SymbolVocab | None,
     meta: dict,
     texts: dict[str, list[str]] | None = None,
+    vocabs: dict[str, SymbolVocab] | None = None,
 ) -> None:
-    """Write splits, vocabularies, `texts` (file name -> lines) and meta.json (last), atomically."""
+    """Write splits, vocabularies (plus `vocabs`: prefix -> vocabulary), `texts` (file name ->
+    lines) and meta.json (last), atomically."""
     with atomic_directory(out) as tmp:
+        for prefix, vocab in (vocabs or {}).items():
+            vocab.save(tmp / prefix)
         for name, lines in (texts or {}).items():
             (tmp / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         src_vocab.save(tmp / "src")

@@ -4,13 +4,15 @@ parsing datasets."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 from rich.progress import Progress
 
 from .corpus import CorpusError, ReadStats, read_parallel
 from .dataset import Split, content_hash, is_up_to_date, write_dataset
+from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
 from .trees import linearise, read_treebank
 from .vocab import SentencePieceVocab, SymbolVocab
 
@@ -25,6 +27,7 @@ class PrepareOptions:
     max_ratio: float | None = 3.0
     empty: str = "skip"
     tabs: str = "space"
+    source: SourceFormat = field(default_factory=SourceFormat)
 
 
 def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
@@ -39,9 +42,10 @@ def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, lab
 
 def _length_filter(
     src: list[list[int]], tgt: list[list[int]], opts: PrepareOptions, stats: ReadStats
-) -> tuple[list[list[int]], list[list[int]]]:
-    keep_src, keep_tgt = [], []
-    for s, t in zip(src, tgt, strict=True):
+) -> list[int]:
+    """Indices of the pairs within the length limit and ratio; the others are counted."""
+    keep = []
+    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
         if len(s) > opts.max_len or len(t) > opts.max_len:
             stats.skipped_long += 1
         elif opts.max_ratio is not None and max(len(s), len(t)) > opts.max_ratio * max(
@@ -49,15 +53,58 @@ def _length_filter(
         ):
             stats.skipped_ratio += 1
         else:
-            keep_src.append(s)
-            keep_tgt.append(t)
-    return keep_src, keep_tgt
+            keep.append(i)
+    return keep
+
+
+@dataclass
+class _SourceSide:
+    """A split's source lines in the chosen format: words, tags and word-level tree distances."""
+
+    words: list[list[str]]
+    tags: list[list[list[str]]]
+    omegas: list[np.ndarray] | None
+
+    def texts(self) -> list[str]:
+        return [" ".join(w) for w in self.words]
+
+
+def _read_source(
+    data_dir: Path, name: str, opts: PrepareOptions, lines: list[str], stats: ReadStats
+) -> _SourceSide:
+    fmt = opts.source
+    path = data_dir / f"{name}.{opts.src}"
+    words, tags = [], []
+    for line, number in zip(lines, stats.kept_lines, strict=True):
+        w, t = split_line(line, fmt, f"{path}:{number + 1}")
+        words.append(w)
+        tags.append(t)
+    omegas = None
+    if fmt.trees is not None:
+        tree_path = data_dir / f"{name}.{opts.src}.{fmt.trees}"
+        trees = read_word_trees(tree_path, fmt.trees)
+        if len(trees) <= max(stats.kept_lines, default=-1):
+            raise CorpusError(f"{tree_path}: {len(trees)} trees for the {path} lines")
+        omegas = []
+        for w, number in zip(words, stats.kept_lines, strict=True):
+            tree_words, omega = trees[number]
+            check_tree_words(w, tree_words, f"{tree_path}: tree {number + 1}")
+            omegas.append(omega)
+    return _SourceSide(words, tags, omegas)
+
+
+def _bracket_symbols(sides: list[_SourceSide]) -> list[str]:
+    """Linearised-tree tokens, kept whole by the subword model (tree-to-string input)."""
+    return sorted({w for side in sides for ws in side.words for w in ws if len(w) > 1 and w[0] in "()"})
 
 
 def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True) -> dict:
     """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`."""
+    fmt = opts.source
     names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{opts.src}").exists()]
     files = [data_dir / f"{n}.{side}" for n in names for side in (opts.src, opts.tgt)]
+    if fmt.trees is not None:
+        files += [data_dir / f"{n}.{opts.src}.{fmt.trees}" for n in names]
     for f in files:
         if not f.exists():
             raise CorpusError(f"{f}: file not found (expected train.*, dev.* and optional test.* files)")
@@ -69,23 +116,50 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
         n: read_parallel(data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs)
         for n in names
     }
+    plain = fmt.format == "text" and not fmt.by_word
+    sources = {} if plain else {n: _read_source(data_dir, n, opts, t[0], t[2]) for n, t in texts.items()}
+    src_texts = {n: t[0] if plain else sources[n].texts() for n, t in texts.items()}
     with Progress(disable=not show_progress, transient=False) as progress:
-        train_src, train_tgt, _ = texts["train"]
+        train_src, train_tgt = src_texts["train"], texts["train"][1]
+        symbols = _bracket_symbols(list(sources.values())) if fmt.format == "tree" else []
         learn = progress.add_task("learning BPE vocabulary", total=None)
         if opts.shared_vocab:
-            src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size)
+            src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size, symbols=symbols)
             tgt_vocab = src_vocab
         else:
-            src_vocab = SentencePieceVocab.train(train_src, opts.vocab_size)
+            src_vocab = SentencePieceVocab.train(train_src, opts.vocab_size, symbols=symbols)
             tgt_vocab = SentencePieceVocab.train(train_tgt, opts.vocab_size)
+        tag_vocabs = [
+            SymbolVocab(sorted({t for tags in sources["train"].tags for t in tags[k]}))
+            for k in range(fmt.factors)
+        ]
         progress.update(learn, total=1, completed=1)
         splits = {}
-        for name, (src, tgt, stats) in texts.items():
-            src_ids = _encode(src_vocab, src, progress, f"encoding {name}.{opts.src}")
+        for name, (_, tgt, stats) in texts.items():
+            annotations = None
+            if fmt.by_word:
+                side = sources[name]
+                encoded = [
+                    encode_source(src_vocab, w, t, tag_vocabs, o)
+                    for w, t, o in zip(
+                        side.words, side.tags, side.omegas or [None] * len(side.words), strict=True
+                    )
+                ]
+                src_ids, annotations = [e[0] for e in encoded], [e[1] for e in encoded]
+            else:
+                src_ids = _encode(src_vocab, src_texts[name], progress, f"encoding {name}.{opts.src}")
             tgt_ids = _encode(tgt_vocab, tgt, progress, f"encoding {name}.{opts.tgt}")
             if name == "train":
-                src_ids, tgt_ids = _length_filter(src_ids, tgt_ids, opts, stats)
-            splits[name] = Split.from_lists(src_ids, tgt_ids)
+                keep = _length_filter(src_ids, tgt_ids, opts, stats)
+                if not keep:
+                    raise CorpusError(
+                        f"all {len(src_ids)} training pairs were filtered out ({stats.skipped_long} longer "
+                        f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
+                        f"{opts.max_ratio}); loosen --max-len or --max-ratio"
+                    )
+                src_ids, tgt_ids = [src_ids[i] for i in keep], [tgt_ids[i] for i in keep]
+                annotations = [annotations[i] for i in keep] if annotations is not None else None
+            splits[name] = Split.from_lists(src_ids, tgt_ids, annotations)
             report["splits"][name] = {
                 "pairs": len(src_ids),
                 "skipped_empty": stats.skipped_empty,
@@ -97,11 +171,14 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
         "hash": digest,
         "kind": "text",
         "options": asdict(opts),
+        "source": fmt.as_dict(),
+        "factors": fmt.factors,
         "report": report["splits"],
         "src_vocab_size": len(src_vocab),
         "tgt_vocab_size": len(tgt_vocab),
     }
-    write_dataset(out, splits, src_vocab, None if opts.shared_vocab else tgt_vocab, meta)
+    extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(tag_vocabs)}
+    write_dataset(out, splits, src_vocab, None if opts.shared_vocab else tgt_vocab, meta, vocabs=extra_vocabs)
     return report
 
 

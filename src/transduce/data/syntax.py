@@ -105,7 +105,7 @@ def read_conllu(path: Path) -> list[tuple[list[str], list[int]]]:
     return sentences
 
 
-def expand_to_pieces(omega: np.ndarray, word_of_piece: list[int]) -> np.ndarray:
+def expand_to_pieces(omega: np.ndarray, word_of_piece: list[int] | np.ndarray) -> np.ndarray:
     """Word-level distances -> subword level: pieces inherit their word's distances."""
     index = np.asarray(word_of_piece, dtype=np.int64)
     return omega[index[:, None], index[None, :]]

@@ -36,12 +36,15 @@ class SentencePieceVocab:
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
     @classmethod
-    def train(cls, lines: list[str], size: int, seed_sentences: int = 2_000_000) -> SentencePieceVocab:
+    def train(
+        cls, lines: list[str], size: int, seed_sentences: int = 2_000_000, symbols: list[str] | None = None
+    ) -> SentencePieceVocab:
+        """`symbols` are kept as single pieces (e.g. the bracket tokens of linearised trees)."""
         import io
 
         buffer = io.BytesIO()
         try:
-            cls._train(lines, size, seed_sentences, buffer)
+            cls._train(lines, size, seed_sentences, buffer, symbols or [])
         except RuntimeError as exc:
             if "smaller than required_chars" in str(exc):
                 raise ValueError(
@@ -52,8 +55,9 @@ class SentencePieceVocab:
         return cls(buffer.getvalue())
 
     @staticmethod
-    def _train(lines: list[str], size: int, seed_sentences: int, buffer: object) -> None:
+    def _train(lines: list[str], size: int, seed_sentences: int, buffer: object, symbols: list[str]) -> None:
         spm.SentencePieceTrainer.train(
+            user_defined_symbols=symbols,
             sentence_iterator=iter(lines),
             model_writer=buffer,
             model_type="bpe",

@@ -46,11 +46,18 @@ def _step_log_probs(model: EncoderDecoder, tokens: Tensor, memory, cache, step: 
 
 @torch.no_grad()
 def greedy(
-    model: EncoderDecoder, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 0
+    model: EncoderDecoder,
+    src: Tensor,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    min_len: int = 0,
+    source: dict[str, Tensor] | None = None,
 ) -> list[Hypothesis]:
-    """Most probable next token at every step, for a batch of sources (batch, m)."""
+    """Most probable next token at every step, for a batch of sources (batch, m).
+
+    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
     limits = length_limits(src, max_len_a, max_len_b)
-    memory = model.encode(src)
+    memory = model.encode(src, **(source or {}))
     cache = model.new_cache()
     batch = src.shape[0]
     active = torch.arange(batch)
@@ -93,6 +100,7 @@ def beam_search(
     max_len_b: int = 50,
     min_len: int = 0,
     nbest: int = 1,
+    source: dict[str, Tensor] | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search with the length penalty; returns the n best per sentence.
 
@@ -104,7 +112,7 @@ def beam_search(
     batch, k = src.shape[0], beam
     limits = length_limits(src, max_len_a, max_len_b)
     rows = torch.arange(batch, device=src.device).repeat_interleave(k)
-    memory = model.encode(src).select(rows)
+    memory = model.encode(src, **(source or {})).select(rows)
     cache = model.new_cache()
     scores = torch.full((batch, k), -math.inf, device=src.device)
     scores[:, 0] = 0.0

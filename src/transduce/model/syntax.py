@@ -27,17 +27,22 @@ def hard_mask(omega: Tensor, omega_max: int) -> Tensor:
 
 
 def standard_mask(omega: Tensor) -> Tensor:
-    """sigmoid of the row-standardised -omega: in (0, 1), decreasing with distance."""
-    neg = -omega.float()
-    mean = neg.mean(-1, keepdim=True)
-    std = neg.std(-1, keepdim=True, unbiased=False).clamp(min=1e-6)
-    return torch.sigmoid((neg - mean) / std)
+    """sigmoid of the row-standardised -omega: in (0, 1), decreasing with distance.
+    Negative omega marks padding: left out of the row statistics, and given 0."""
+    valid = omega >= 0
+    count = valid.sum(-1, keepdim=True).clamp(min=1)
+    neg = torch.where(valid, -omega.float(), torch.zeros_like(omega, dtype=torch.float))
+    mean = neg.sum(-1, keepdim=True) / count
+    var = torch.where(valid, (neg - mean) ** 2, torch.zeros_like(neg)).sum(-1, keepdim=True) / count
+    z = (neg - mean) / var.sqrt().clamp(min=1e-6)
+    return torch.where(valid, torch.sigmoid(z), torch.zeros_like(z))
 
 
 def inverse_mask(omega: Tensor) -> Tensor:
-    """1 / (1 + omega), normalised over each row: in (0, 1], decreasing with distance."""
-    inv = 1.0 / (1.0 + omega.float())
-    return inv / inv.sum(-1, keepdim=True)
+    """1 / (1 + omega), normalised over each row: in (0, 1], decreasing with distance.
+    Negative omega marks padding, which gets 0."""
+    inv = torch.where(omega >= 0, 1.0 / (1.0 + omega.float().clamp(min=0)), torch.zeros(()))
+    return inv / inv.sum(-1, keepdim=True).clamp(min=1e-12)
 
 
 @dataclass

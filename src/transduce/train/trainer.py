@@ -132,7 +132,13 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(cfg, self.run_dir, self.env)
         self.train_split = self.data.splits["train"]
-        self.model = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab), PAD)
+        self.model = build_model(
+            cfg.model,
+            len(self.data.src_vocab),
+            len(self.data.tgt_vocab),
+            PAD,
+            [len(v) for v in self.data.factor_vocabs],
+        )
         self.model.to(self.device)
         self.net: nn.Module = self.model
         if self.env.world > 1:
@@ -198,6 +204,8 @@ class Trainer:
             "task": self.data.meta.get("task"),
             "data_kind": self.data.meta.get("kind"),
             "parse_root": self.data.meta.get("root"),
+            "source": self.data.meta.get("source"),
+            "factor_vocab_sizes": [len(v) for v in self.data.factor_vocabs],
             "metrics": self.state.history[-1] if self.state.history else {},
         }
         trainer = {
@@ -247,7 +255,7 @@ class Trainer:
             ctx = contextlib.nullcontext() if sync else self.net.no_sync()  # type: ignore[operator]
             with ctx:
                 with self._autocast():
-                    logits = self.net(b.src.to(self.device), b.tgt_in.to(self.device))
+                    logits = self.net(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
                     loss, nll = label_smoothed_loss(
                         logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
                     )
@@ -290,7 +298,7 @@ class Trainer:
         steps: dict[str, list[Tensor]] = {}
         for idx in batches:
             b = collate(split, idx)
-            logits = self.model(b.src.to(self.device), b.tgt_in.to(self.device))
+            logits = self.model(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
             loss, nll = label_smoothed_loss(
                 logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
             )
@@ -307,12 +315,18 @@ class Trainer:
             )
         return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder
 
+    def _source(self, batch: Batch) -> dict[str, Tensor]:
+        return {k: v.to(self.device) for k, v in batch.source.items()}
+
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
         """Greedy outputs and references for the first `limit` examples of a split."""
         n = len(split) if limit is None else min(limit, len(split))
         sources = [split.pair(i)[0].tolist() for i in range(n)]
         refs = [split.pair(i)[1].tolist() for i in range(n)]
-        hyps = decode_all(self.model, sources, self.cfg.decode, use_greedy=True, device=self.device)
+        annotations = [split.annotation(i) for i in range(n)] if split.annotated else None
+        hyps = decode_all(
+            self.model, sources, self.cfg.decode, use_greedy=True, device=self.device, annotations=annotations
+        )
         return [h[0].tokens if h else [] for h in hyps], refs
 
     def validate(self) -> dict[str, Any]:
