@@ -577,7 +577,8 @@ def _evaluate_parse(
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
         f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "
-        f"brackets; {len(golds)} sentences; EVALB conventions)"
+        f"brackets; {len(golds)} sentences; EVALB conventions)",
+        soft_wrap=True,
     )
 
 
