@@ -18,6 +18,10 @@ demo: $(STAMP)
 	$(BIN)/transduce train configs/demo.toml --run-dir runs/demo
 
 test: $(STAMP)
+	# Debian's chromium for the demo page's browser test (skipped, with the reason, if this fails).
+	-@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
+		|| echo "chromium could not be installed; the browser test will be skipped"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

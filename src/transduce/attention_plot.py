@@ -14,13 +14,15 @@ from .model.transformer import EncoderDecoder
 
 @torch.no_grad()
 def collect_attention(
-    model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int]
+    model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], source: dict[str, Tensor] | None = None
 ) -> dict[str, list[Tensor]]:
-    """Weights per kind ('encoder', 'decoder', 'cross'), one (heads, queries, keys) tensor per layer."""
+    """Weights per kind ('encoder', 'decoder', 'cross'), one (heads, queries, keys) tensor per layer.
+
+    source: extra encoder inputs (factors, syntax) of annotated models."""
     src = encode_sources([src_ids])
     enc_records: list[dict[str, Tensor]] = [{} for _ in model.encoder.layers]
     dec_records: list[dict[str, Tensor]] = [{} for _ in model.decoder.layers]
-    memory = model.encode(src, records=enc_records)
+    memory = model.encode(src, records=enc_records, **(source or {}))
     model.decode(torch.tensor([[BOS, *tgt_ids]]), memory, records=dec_records)
     return {
         "encoder": [r["self"][0] for r in enc_records],

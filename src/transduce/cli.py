@@ -734,5 +734,52 @@ def export_cmd(
     console.print(f"exported {checkpoint} to {out}")
 
 
+@app.command()
+def serve(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, or a run directory.")],
+    host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY, if set)."),
+    ] = None,
+    max_segments: Annotated[int, typer.Option(help="Most segments per request (more: 413).")] = 64,
+    max_chars: Annotated[int, typer.Option(help="Most characters per segment (more: 413).")] = 2000,
+    max_batch_tokens: Annotated[
+        int, typer.Option(help="Source-token budget of one dynamically gathered batch.")
+    ] = 4096,
+    max_wait_ms: Annotated[
+        float, typer.Option(help="How long the first queued request waits for others to batch with.")
+    ] = 10.0,
+    batching: Annotated[bool, typer.Option(help="Dynamic batching of concurrent requests.")] = True,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
+) -> None:
+    """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
+
+    The OpenAPI schema is at /openapi.json and interactive docs at /docs."""
+    import torch
+    import uvicorn
+
+    from .serve import Limits, api_key_from_env, create_app, is_loopback
+
+    if threads:
+        torch.set_num_threads(threads)
+    key = api_key or api_key_from_env()
+    if not is_loopback(host) and key is None:
+        console.print(
+            f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
+            "(set --api-key or TRANSDUCE_API_KEY)"
+        )
+    loaded = _load(checkpoint)
+    try:
+        application = create_app(
+            loaded, Limits(max_segments, max_chars, max_batch_tokens, max_wait_ms, batching), key
+        )
+    except ValueError as exc:
+        fail(str(exc))
+        return
+    uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)
+
+
 def main() -> None:
     app()

@@ -1,0 +1,243 @@
+"""The REST server over real HTTP on a loopback port: translate, batching, limits, errors, page."""
+
+import shutil
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import uvicorn
+
+from transduce.config import load_config
+from transduce.decode.translate import decode_all
+from transduce.inference import load_model
+from transduce.serve import Limits, create_app
+from transduce.train.trainer import Trainer
+
+SEGMENTS = ["1 2 3", "4 5", "", "6 7 8 9", "3 3"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    run = tmp_path_factory.mktemp("serve") / "run"
+    overrides = [
+        "model.d_model=32",
+        "model.heads=4",
+        "model.d_ff=64",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "data.task=copy",
+        "data.task_train_max_len=6",
+        "data.task_test_max_len=8",
+        "data.task_train_size=300",
+        "data.task_eval_size=10",
+        "data.max_tokens=200",
+        "train.steps=30",
+        "train.warmup=10",
+        "train.save_every=30",
+        "train.validate_every=30",
+    ]
+    Trainer(load_config("small", overrides), run, show_progress=False).fit()
+    return run
+
+
+class Server:
+    """uvicorn in a thread on a free loopback port."""
+
+    def __init__(self, app):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def served(checkpoint):
+    loaded = load_model(checkpoint)
+    app = create_app(loaded, Limits(max_segments=8, max_chars=50, max_wait_ms=300))
+    server = Server(app)
+    yield server, loaded, app
+    server.stop()
+
+
+def expected(loaded, segments, **options):
+    cfg = loaded.config.decode.model_copy(update=options)
+    hyps = decode_all(loaded.model, [loaded.src_vocab.encode(s) if s.strip() else [] for s in segments], cfg)
+    return [(loaded.tgt_vocab.decode(h[0].tokens), h[0].score) if h else ("", 0.0) for h in hyps]
+
+
+def test_health_info_and_openapi(served):
+    server, loaded, _ = served
+    assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+    info = httpx.get(f"{server.url}/info").json()
+    assert info["src_vocab_size"] == len(loaded.src_vocab) and info["config"]["model"]["d_model"] == 32
+    assert "version" in info
+    schema = httpx.get(f"{server.url}/openapi.json").json()
+    assert "/translate" in schema["paths"] and "/attention" in schema["paths"]
+
+
+def test_translate_keeps_order_and_equals_direct_decoding(served):
+    server, loaded, _ = served
+    response = httpx.post(f"{server.url}/translate", json={"segments": SEGMENTS, "beam": 2, "alpha": 0.0})
+    assert response.status_code == 200, response.text
+    got = [(t["text"], t["score"]) for t in response.json()["translations"]]
+    want = expected(loaded, SEGMENTS, beam=2, alpha=0.0)
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert all(abs(g[1] - w[1]) < 1e-4 for g, w in zip(got, want, strict=True))
+    assert got[2] == ("", 0.0)
+
+
+def test_nbest_returns_a_list_per_segment(served):
+    server, _, _ = served
+    body = httpx.post(
+        f"{server.url}/translate", json={"segments": ["1 2", "3"], "beam": 3, "nbest": 3}
+    ).json()
+    assert [len(t) for t in body["translations"]] == [3, 3]
+    scores = [t["score"] for t in body["translations"][0]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_concurrent_requests_are_batched_and_equal_single_requests(served):
+    server, loaded, app = served
+    before = app.state.batcher.batches
+    segments = [f"{i} {i + 1} {i}" for i in range(1, 9)]
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(
+            pool.map(
+                lambda s: httpx.post(f"{server.url}/translate", json={"segments": [s]}, timeout=60), segments
+            )
+        )
+    assert all(r.status_code == 200 for r in responses)
+    got = [r.json()["translations"][0]["text"] for r in responses]
+    assert got == [w[0] for w in expected(loaded, segments)]
+    assert app.state.batcher.batches - before < len(segments)  # some requests shared a batch
+
+
+def test_limits_and_malformed_requests(served):
+    server, _, _ = served
+    url = f"{server.url}/translate"
+    too_many = httpx.post(url, json={"segments": ["1"] * 9})
+    assert too_many.status_code == 413 and "at most 8" in too_many.json()["detail"]
+    too_long = httpx.post(url, json={"segments": ["1 " * 30]})
+    assert too_long.status_code == 413 and "characters" in too_long.json()["detail"]
+    bad_json = httpx.post(url, content=b'{"segments": [', headers={"Content-Type": "application/json"})
+    assert bad_json.status_code == 422
+    for body in (
+        {"segments": "1 2"},
+        {"segments": [1, 2]},
+        {},
+        {"segments": ["1"], "beam": 0},
+        {"segments": ["1"], "colour": "red"},
+        {"segments": ["1"], "beam": 2, "nbest": 3},
+    ):
+        assert httpx.post(url, json=body).status_code == 422, body
+
+
+def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
+    server, _, _ = served
+    import transduce.serve as serve_module
+
+    real = serve_module.decode_all
+
+    def flaky(model, sources, *args, **kwargs):
+        if any(len(s) == 7 for s in sources):  # "9 9 9 9 9 9 9" is the poisoned input
+            raise RuntimeError("simulated failure")
+        return real(model, sources, *args, **kwargs)
+
+    monkeypatch.setattr(serve_module, "decode_all", flaky)
+    with ThreadPoolExecutor(4) as pool:
+        bodies = [["9 9 9 9 9 9 9"], ["1 2"], ["3 4"], ["5"]]
+        responses = list(
+            pool.map(lambda b: httpx.post(f"{server.url}/translate", json={"segments": b}), bodies)
+        )
+    assert responses[0].status_code == 500 and "simulated failure" in responses[0].json()["detail"]
+    assert [r.status_code for r in responses[1:]] == [200, 200, 200], [r.text for r in responses]
+    assert httpx.get(f"{server.url}/health").status_code == 200
+
+
+def test_attention_endpoint_shapes(served):
+    server, _, _ = served
+    body = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
+    assert body["source"][-1] == "</s>" and len(body["source"]) == 4
+    assert len(body["weights"]) == len(body["target"])
+    for row in body["weights"]:
+        assert len(row) == 4 and abs(sum(row) - 1.0) < 1e-4
+
+
+def test_api_key_is_required_when_set(checkpoint):
+    server = Server(create_app(load_model(checkpoint), api_key="s3cret"))
+    try:
+        url = f"{server.url}/translate"
+        assert httpx.post(url, json={"segments": ["1"]}).status_code == 401
+        ok = httpx.post(url, json={"segments": ["1"]}, headers={"X-API-Key": "s3cret"})
+        assert ok.status_code == 200
+        assert httpx.get(f"{server.url}/health").status_code == 200
+    finally:
+        server.stop()
+
+
+def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
+    import transduce.serve as serve_module
+
+    real = serve_module.decode_all
+
+    def slow(*args, **kwargs):
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(serve_module, "decode_all", slow)
+    server = Server(create_app(load_model(checkpoint)))
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(httpx.post, f"{server.url}/translate", json={"segments": ["1 2"]}, timeout=30)
+        time.sleep(0.3)  # the request is being decoded
+        server.stop()
+        response = pending.result()
+    assert response.status_code == 200 and len(response.json()["translations"]) == 1
+    assert not server.thread.is_alive()
+
+
+def test_demo_page_in_headless_chromium(served):
+    server, loaded, _ = served
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt when it can)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+            ],
+        )
+        try:
+            page = browser.new_page()
+            page.goto(server.url + "/")
+            page.fill("#source", "1 2 3")
+            page.click("#translate")
+            page.wait_for_selector("table.heat tbody tr", timeout=30000)
+            text = page.inner_text("#output")
+            rows = page.locator("table.heat tbody tr").count()
+            columns = page.locator("table.heat thead th").count()
+        finally:
+            browser.close()
+    assert text == expected(loaded, ["1 2 3"])[0][0]
+    attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
+    assert rows == len(attention["target"]) and columns == 4 + 1  # 3 tokens + EOS, + corner cell
