@@ -716,22 +716,32 @@ def import_marian_cmd(
 def export_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="Checkpoint or run directory.")],
     format: Annotated[
-        str, typer.Option(help="Target format; only 'marian' (Hugging Face MarianMTModel).")
+        str,
+        typer.Option(help="marian (a Hugging Face MarianMTModel directory) or ctranslate2."),
     ] = "marian",
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write.")] = Path("exported"),
+    quantization: Annotated[
+        str, typer.Option(help="ctranslate2 weights: float32, int8, int8_float32, int16, float16, ...")
+    ] = "float32",
 ) -> None:
-    """Export a checkpoint as a Hugging Face MarianMTModel directory."""
+    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout)."""
+    from .interop.ctranslate2 import QUANTIZATIONS, export_ctranslate2
     from .interop.marian import MarianError, export_marian
     from .train.checkpoint import CheckpointError
 
-    if format != "marian":
-        fail(f"--format {format!r}: allowed: marian")
+    if format not in ("marian", "ctranslate2"):
+        fail(f"--format {format!r}: allowed: marian, ctranslate2")
+    if quantization not in QUANTIZATIONS:
+        fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
     try:
-        export_marian(checkpoint, out)
+        if format == "marian":
+            export_marian(checkpoint, out)
+        else:
+            export_ctranslate2(checkpoint, out, quantization)
     except (MarianError, CheckpointError) as exc:
         fail(str(exc))
         return
-    console.print(f"exported {checkpoint} to {out}")
+    console.print(f"exported {checkpoint} to {out} ({format})")
 
 
 @app.command()

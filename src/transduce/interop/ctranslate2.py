@@ -1,0 +1,30 @@
+"""CTranslate2 export: our checkpoint -> Marian layout -> CTranslate2's own converter."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .marian import MarianError, export_marian
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
+
+
+def export_ctranslate2(checkpoint: Path, out: Path, quantization: str = "float32") -> None:
+    """Write a CTranslate2 model directory (needs the `ctranslate2` and `transformers` packages)."""
+    if quantization not in QUANTIZATIONS:
+        raise MarianError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MarianError("CTranslate2 export needs `pip install ctranslate2 transformers`") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        hf_dir = Path(tmp) / "marian"
+        export_marian(checkpoint, hf_dir)
+        if not (hf_dir / "source.spm").exists():
+            raise MarianError(
+                f"{checkpoint}: CTranslate2's converter needs a sentencepiece vocabulary; this model "
+                "has a symbol vocabulary (generated task or parser)"
+            )
+        converter = ctranslate2.converters.TransformersConverter(str(hf_dir))
+        converter.convert(str(out), quantization=quantization, force=True)
