@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 from torch import nn
 
@@ -112,6 +113,41 @@ def test_local_window_blocks_distant_keys():
     q = torch.randn(1, 2, 7, 8)
     _, w = scaled_dot_product(q, q, q, mask, need_weights=True)
     assert torch.all(w[..., (i - j).abs() > 2] == 0)
+
+
+@pytest.mark.parametrize(("n", "radius"), [(7, 2), (100, 5), (257, 64), (40, 0)])
+def test_blocked_local_attention_equals_full_attention_with_a_local_mask(n, radius):
+    from transduce.model.attention import local_attention, padding_mask
+
+    torch.manual_seed(n)
+    q, k, v = (torch.randn(2, 3, n, 8) for _ in range(3))
+    pad = torch.zeros(2, n, dtype=torch.bool)
+    pad[1, n - n // 3 :] = True
+    key_mask = padding_mask(pad)
+    got = local_attention(q, k, v, radius, key_mask)
+    want, _ = scaled_dot_product(q, k, v, key_mask + local_mask(n, n, radius))
+    real = ~pad
+    assert (got - want).permute(0, 2, 1, 3)[real].abs().max() < 1e-5
+    assert torch.isfinite(got).all()  # padding rows too
+
+
+def test_local_encoder_is_the_same_whether_blocked_or_masked():
+    from transduce.config import load_config
+    from transduce.model import build_model
+
+    cfg = load_config(
+        "small", ["model.d_model=32", "model.heads=4", "model.local_window=3", "model.dropout=0"]
+    )
+    model = build_model(cfg.model, 30, 30).eval()
+    src = torch.randint(4, 30, (2, 50))
+    src[1, 40:] = 0
+    records = [{} for _ in model.encoder.layers]
+    with torch.no_grad():
+        blocked = model.encode(src).states
+        masked = model.encode(src, records=records).states  # weights wanted: the full masked path
+    assert (blocked - masked)[src.ne(0)].abs().max() < 1e-5
+    i, j = torch.meshgrid(torch.arange(50), torch.arange(50), indexing="ij")
+    assert (records[0]["self"][..., (i - j).abs() > 3] == 0).all()
 
 
 def test_multiplicative_score_mask_scales_scores():

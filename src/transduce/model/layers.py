@@ -110,9 +110,10 @@ class TransformerLayer(nn.Module):
         eps: float = 1e-5,
         conv_kernel: int | None = None,
         causal: bool = False,
+        local_radius: int | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d, heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d, heads, attention_dropout, local_radius=local_radius)
         self.self_sub = SubLayer(d, norm, dropout, eps)
         self.cross_attn = MultiHeadAttention(d, heads, attention_dropout) if cross_attention else None
         self.cross_sub = SubLayer(d, norm, dropout, eps) if cross_attention else None

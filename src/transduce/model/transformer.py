@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .attention import causal_mask, combine_masks, local_mask, padding_mask
+from .attention import causal_mask, combine_masks, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
 from .layers import Stack, TransformerLayer
@@ -53,18 +53,12 @@ def _universal_args(stack: nn.Module, offset: int) -> dict:
 
 
 def _self_attention_mask(
-    pad: Tensor | None,
-    q_len: int,
-    k_len: int,
-    offset: int,
-    causal: bool,
-    window: int | None,
-    device: torch.device,
+    pad: Tensor | None, q_len: int, k_len: int, offset: int, causal: bool, device: torch.device
 ) -> Tensor | None:
+    """Key padding and causality; a local window is applied by the attention module itself."""
     return combine_masks(
         padding_mask(pad) if pad is not None else None,
         causal_mask(q_len, k_len, offset, device) if causal and q_len > 1 else None,
-        local_mask(q_len, k_len, window, offset, device) if window is not None else None,
     )
 
 
@@ -79,13 +73,12 @@ class EncoderDecoder(nn.Module):
         decoder: Stack,
         output: OutputProjection,
         pad_id: int,
-        local_window: int | None = None,
         syntax: SyntaxMasks | None = None,
     ) -> None:
         super().__init__()
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.encoder, self.decoder, self.output = encoder, decoder, output
-        self.pad_id, self.local_window, self.syntax = pad_id, local_window, syntax
+        self.pad_id, self.syntax = pad_id, syntax
 
     def encode(
         self,
@@ -97,7 +90,7 @@ class EncoderDecoder(nn.Module):
         """src: (batch, m) token ids; factors: (batch, k, m) tag ids of factored input;
         syntax: (batch, m, m) tree distances omega (or M itself for syntax_mask='given')."""
         pad = src.eq(self.pad_id)
-        mask = _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, self.local_window, src.device)
+        mask = _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, src.device)
         additive = multiplicative = None
         if self.syntax is not None:
             if syntax is None:
@@ -124,7 +117,7 @@ class EncoderDecoder(nn.Module):
         """tgt: (batch, n) ids (only the new ones when a cache is given) -> (batch, n, vocab)."""
         offset = cache.position if cache is not None else 0
         n = tgt.shape[1]
-        mask = _self_attention_mask(None, n, offset + n, offset, True, None, tgt.device)
+        mask = _self_attention_mask(None, n, offset + n, offset, True, tgt.device)
         x = self.decoder(
             self.tgt_embed(tgt, offset),
             mask,
@@ -169,7 +162,7 @@ class LanguageModel(nn.Module):
     def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
         offset = cache.position if cache is not None else 0
         n = ids.shape[1]
-        mask = _self_attention_mask(None, n, offset + n, offset, True, None, ids.device)
+        mask = _self_attention_mask(None, n, offset + n, offset, True, ids.device)
         x = self.decoder(
             self.embed(ids, offset),
             mask,
@@ -194,16 +187,15 @@ class EncoderClassifier(nn.Module):
         num_classes: int,
         pad_id: int,
         per_token: bool,
-        local_window: int | None = None,
     ) -> None:
         super().__init__()
         self.embed, self.encoder, self.pad_id = embed, encoder, pad_id
         self.head = nn.Linear(embed.tokens.embedding_dim, num_classes)
-        self.per_token, self.local_window = per_token, local_window
+        self.per_token = per_token
 
     def forward(self, ids: Tensor) -> Tensor:
         pad = ids.eq(self.pad_id)
-        mask = _self_attention_mask(pad, ids.shape[1], ids.shape[1], 0, False, self.local_window, ids.device)
+        mask = _self_attention_mask(pad, ids.shape[1], ids.shape[1], 0, False, ids.device)
         states = self.encoder(self.embed(ids), mask, pad=pad)
         if self.per_token:
             return self.head(states)  # (batch, len, classes)
@@ -226,6 +218,7 @@ def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:
         cfg.layer_norm_eps,
         cfg.conv_kernel if cfg.transition == "conv" else None,
         causal,
+        cfg.local_window if not (cross or causal) else None,  # encoder self-attention only
     )
 
 
@@ -284,7 +277,6 @@ def build_model(
             cfg.num_classes,
             pad_id,
             cfg.classifier == "token",
-            cfg.local_window,
         )
     tgt_embed = _embedding(cfg, tgt_vocab, pad_id)
     tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
@@ -310,6 +302,5 @@ def build_model(
         _stack(cfg, cfg.decoder_layers, True, True),
         output,
         pad_id,
-        cfg.local_window,
         _syntax(cfg),
     )
