@@ -6,7 +6,8 @@
 Builds a random-init model per preset (a sentencepiece vocabulary of 8000 learned on generated
 text; the BOS embedding zeroed, since CTranslate2 starts Marian decoders from zeros), exports it
 to a MarianMTModel directory, converts that to CTranslate2 (float32, int8) inside the peers' own
-venv (bench/.peers, created on first use), and times batch-32 decoding of a fixed output length
+venv (bench/.peers, created on first use), quantises ours to int8 (`--quantize int8`), and
+times batch-32 decoding of a fixed output length
 (EOS blocked until then) with greedy and beam 4, alternating engines within each repetition.
 Medians are appended to bench/RESULTS.md.
 """
@@ -30,6 +31,7 @@ from transduce.data.vocab import BOS, EOS, SentencePieceVocab
 from transduce.decode.search import beam_search, greedy
 from transduce.interop.marian import export_marian, marian_layout
 from transduce.model import build_model
+from transduce.model.quantize import quantize_int8
 from transduce.train.checkpoint import save_checkpoint, state_tensors
 
 HERE = Path(__file__).resolve().parent
@@ -126,20 +128,23 @@ def main() -> None:
     rows = []
     for preset in args.presets:
         model, vocab = build(preset, HERE / "out" / preset)
+        int8 = quantize_int8(model)
         text = synthetic_text(args.batch, seed=7)
         src = [[*vocab.encode(t)[:40], EOS] for t in text]
         to_marian = {ours: m for m, ours in enumerate(marian_layout(vocab)[0])}
         peer = Peer(python, "peer.py", HERE / "out" / preset / "hf", args.threads)
         for beam in (1, 4):
-            times: dict[str, list[float]] = {e: [] for e in ("transduce", "hf", "ct2", "ct2-int8")}
+            engines = ("transduce", "transduce-int8", "hf", "ct2", "ct2-int8")
+            times: dict[str, list[float]] = {e: [] for e in engines}
             outputs: dict[str, list] = {}
             ours(model, src, beam, args.length)  # warm-up
+            ours(int8, src, beam, args.length)
             for engine in ("hf", "ct2", "ct2-int8"):
                 peer.request({"engine": engine, "beam": beam, "src": src, "length": args.length})
             for _ in range(args.reps):
                 for engine in times:
-                    if engine == "transduce":
-                        res = ours(model, src, beam, args.length)
+                    if engine.startswith("transduce"):
+                        res = ours(int8 if engine.endswith("int8") else model, src, beam, args.length)
                         res["outputs"] = [[to_marian[t] for t in row] for row in res["outputs"]]
                     else:
                         marian_src = [[to_marian[t] for t in s] for s in src]

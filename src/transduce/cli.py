@@ -346,16 +346,29 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
     tmp.replace(path)
 
 
-def _load(checkpoint: Path) -> LoadedModel:
+Quantize = Annotated[
+    str,
+    typer.Option(help="none, or int8: dynamic int8 quantisation of the linear layers (CPU decoding)."),
+]
+
+
+def _load(checkpoint: Path, quantize: str = "none") -> LoadedModel:
     """The model behind a checkpoint or run directory, or a clear error and exit status 2."""
     from .inference import load_model
     from .train.checkpoint import CheckpointError
 
+    if quantize not in ("none", "int8"):
+        fail(f"--quantize {quantize!r}: allowed: none, int8")
     try:
-        return load_model(checkpoint)
+        loaded = load_model(checkpoint)
     except CheckpointError as exc:
         fail(str(exc))
         raise
+    if quantize == "int8":
+        from .model.quantize import quantize_int8
+
+        loaded.model = quantize_int8(loaded.model)
+    return loaded
 
 
 @app.command()
@@ -389,6 +402,7 @@ def translate(
         Path | None,
         typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
     ] = None,
+    quantize: Quantize = "none",
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -401,7 +415,7 @@ def translate(
 
     if threads:
         torch.set_num_threads(threads)
-    loaded = _load(checkpoint)
+    loaded = _load(checkpoint, quantize)
     opts = _decode_options(
         loaded.config.decode,
         beam=beam,
@@ -488,12 +502,13 @@ def evaluate(
     src_trees: Annotated[
         Path | None, typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu).")
     ] = None,
+    quantize: Quantize = "none",
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1."""
     from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
 
     if trees is not None:
-        _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha)
+        _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha, quantize)
         return
     if hyp is not None:
         if ref is None:
@@ -504,7 +519,7 @@ def evaluate(
     if checkpoint is None:
         fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         return
-    loaded = _load(checkpoint)
+    loaded = _load(checkpoint, quantize)
     opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
     from .decode.translate import decode_all
 
@@ -547,6 +562,7 @@ def _evaluate_parse(
     greedy: bool,
     beam: int | None,
     alpha: float | None,
+    quantize: str = "none",
 ) -> None:
     """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
     from .data.trees import read_treebank
@@ -563,7 +579,7 @@ def _evaluate_parse(
             from .decode.translate import decode_all
             from .parsing import score_outputs
 
-            loaded = _load(checkpoint)
+            loaded = _load(checkpoint, quantize)
             if loaded.meta.get("data_kind") != "parse":
                 fail(f"{checkpoint} is not a parsing model (it was not trained on `prepare --task parse`)")
             opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
@@ -763,6 +779,7 @@ def serve(
     ] = 10.0,
     batching: Annotated[bool, typer.Option(help="Dynamic batching of concurrent requests.")] = True,
     threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
+    quantize: Quantize = "none",
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
@@ -780,7 +797,7 @@ def serve(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = _load(checkpoint)
+    loaded = _load(checkpoint, quantize)
     try:
         application = create_app(
             loaded, Limits(max_segments, max_chars, max_batch_tokens, max_wait_ms, batching), key

@@ -119,6 +119,19 @@ def _is_key_mask(mask: Tensor | None) -> bool:
     return mask is None or (mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1)
 
 
+class FusedQKV(nn.Linear):
+    """W^Q; W^K; W^V stacked in one (3d, d) projection: one matmul for self-attention, and
+    its query or key/value rows alone for cross-attention."""
+
+    def query(self, x: Tensor) -> Tensor:
+        d = self.out_features // 3
+        return F.linear(x, self.weight[:d], self.bias[:d] if self.bias is not None else None)
+
+    def key_value(self, x: Tensor) -> Tensor:
+        d = self.out_features // 3
+        return F.linear(x, self.weight[d:], self.bias[d:] if self.bias is not None else None)
+
+
 class MultiHeadAttention(nn.Module):
     """h heads of d_k = d / h with one fused Q/K/V projection and an output projection W^O."""
 
@@ -129,7 +142,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d, self.heads, self.d_head = d, heads, d // heads
         self.dropout, self.local_radius = dropout, local_radius
-        self.in_proj = nn.Linear(d, 3 * d, bias=bias)  # rows: W^Q; W^K; W^V
+        self.in_proj: FusedQKV | nn.Module = FusedQKV(d, 3 * d, bias=bias)  # rows: W^Q; W^K; W^V
         self.out_proj = nn.Linear(d, d, bias=bias)
         nn.init.xavier_uniform_(self.in_proj.weight)
         nn.init.xavier_uniform_(self.out_proj.weight)
@@ -141,13 +154,9 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = x.shape  # (batch, len, d) -> (batch, heads, len, d_head)
         return x.view(b, n, self.heads, self.d_head).transpose(1, 2)
 
-    def _project(self, x: Tensor, part: slice) -> Tensor:
-        bias = self.in_proj.bias[part] if self.in_proj.bias is not None else None
-        return F.linear(x, self.in_proj.weight[part], bias)
-
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of a memory (the encoder output), each (batch, heads, m, d_head)."""
-        k, v = self._project(memory, slice(self.d, 3 * self.d)).chunk(2, dim=-1)
+        k, v = self.in_proj.key_value(memory).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
     def forward(
@@ -169,7 +178,7 @@ class MultiHeadAttention(nn.Module):
             if isinstance(cache, KVCache):
                 k, v = cache.update(k, v)
         else:
-            q = self._split(self._project(x, slice(0, self.d)))
+            q = self._split(self.in_proj.query(x))
             if isinstance(cache, StaticKV):
                 if cache.k is None:
                     cache.k, cache.v = self.project_kv(memory)

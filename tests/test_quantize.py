@@ -1,0 +1,75 @@
+"""int8 dynamic quantisation: the split projection is exact, quantised logits stay close."""
+
+import torch
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.config import load_config
+from transduce.decode.search import beam_search
+from transduce.model import build_model
+from transduce.model.attention import FusedQKV
+from transduce.model.quantize import SplitQKV, quantize_int8
+
+
+def small_model():
+    torch.manual_seed(0)
+    cfg = load_config("small", ["model.d_model=64", "model.heads=4", "model.d_ff=128", "model.dropout=0"])
+    return build_model(cfg.model, 200, 200).eval()
+
+
+def test_split_projection_equals_fused_rows():
+    fused = FusedQKV(16, 48)
+    split = SplitQKV(fused)
+    x = torch.randn(3, 5, 16)
+    assert torch.allclose(split(x), fused(x), atol=1e-6)
+    assert torch.allclose(split.query(x), fused.query(x)) and torch.allclose(
+        split.key_value(x), fused.key_value(x)
+    )
+
+
+def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
+    model = small_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    q = quantize_int8(model)
+    kinds = {type(m) for m in q.modules()}
+    assert torch.ao.nn.quantized.dynamic.Linear in kinds
+    assert torch.nn.Linear not in kinds and FusedQKV not in kinds
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    src = torch.randint(4, 200, (4, 12))
+    tgt = torch.randint(4, 200, (4, 9))
+    with torch.no_grad():
+        exact, approx = model(src, tgt).log_softmax(-1), q(src, tgt).log_softmax(-1)
+    assert (exact - approx).abs().max() < 0.1 * exact.abs().max()
+    assert (exact.argmax(-1) == approx.argmax(-1)).float().mean() > 0.9
+    assert len(beam_search(q, src, beam=3, max_len_b=5)) == 4
+
+
+def test_translate_and_evaluate_take_quantize(tmp_path):
+    from transduce.train.trainer import Trainer
+
+    overrides = [
+        "model.d_model=32",
+        "model.heads=4",
+        "model.d_ff=64",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "data.task=copy",
+        "data.task_train_max_len=6",
+        "data.task_test_max_len=8",
+        "data.task_train_size=300",
+        "data.task_eval_size=20",
+        "data.max_tokens=200",
+        "train.steps=10",
+        "train.warmup=5",
+        "train.save_every=10",
+        "train.validate_every=10",
+    ]
+    Trainer(load_config("small", overrides), tmp_path / "run", show_progress=False).fit()
+    runner = CliRunner()
+    out = runner.invoke(app, ["translate", str(tmp_path / "run"), "--quantize", "int8"], input="1 2 3\n\n")
+    assert out.exit_code == 0, out.output
+    assert len(out.stdout.split("\n")) == 3
+    scored = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--split", "dev", "--quantize", "int8"])
+    assert scored.exit_code == 0 and "sequence accuracy" in scored.stdout
+    bad = runner.invoke(app, ["translate", str(tmp_path / "run"), "--quantize", "int4"], input="1\n")
+    assert bad.exit_code == 2 and "allowed: none, int8" in bad.output
