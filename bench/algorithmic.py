@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 
 import torch
+from results import write_section
 
 from transduce.config import load_config
 from transduce.train.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out" / "algorithmic"
-START, END = "<!-- algorithmic:start -->", "<!-- algorithmic:end -->"
 MODELS = {
     "Transformer": ["model.arch=transformer"],
     "UT": ["model.arch=universal", "model.act=false"],
@@ -90,9 +90,8 @@ def run(args: argparse.Namespace, task: str, model: str) -> dict:
     return result
 
 
-def table(results: list[dict], args: argparse.Namespace, command: str) -> str:
+def table(results: list[dict], args: argparse.Namespace, command: str) -> list[str]:
     lines = [
-        START,
         f"## Algorithmic tasks: length generalisation ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `{command}`",
@@ -118,22 +117,8 @@ def table(results: list[dict], args: argparse.Namespace, command: str) -> str:
         "The paper (train <= 40, test 400, full-size models on accelerators) reports that UT beats "
         "the Transformer on character and sequence accuracy on all three tasks; its exact table was "
         "not available offline to this project, so it is not quoted here.",
-        END,
     ]
-    return "\n".join(lines)
-
-
-def write_results(text: str) -> None:
-    path = HERE / "RESULTS.md"
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    if START in current and END in current:
-        head, rest = current.split(START, 1)
-        current = head + text + rest.split(END, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, path)
+    return lines
 
 
 def main() -> None:
@@ -158,7 +143,7 @@ def main() -> None:
         for k, v in vars(args).items()
         if k != "progress"
     )
-    write_results(table(results, args, command))
+    write_section("algorithmic", table(results, args, command))
 
 
 if __name__ == "__main__":

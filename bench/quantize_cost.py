@@ -11,11 +11,11 @@ RESULTS.md between the quantisation markers. (Speed is measured by bench/decode.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 import torch
+from results import write_section
 
 from transduce.config import load_config
 from transduce.data.tasks import generate_split
@@ -26,7 +26,6 @@ from transduce.model.quantize import quantize_int8
 from transduce.train.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
-START, END = "<!-- quantize:start -->", "<!-- quantize:end -->"
 
 
 def scores(model, loaded, split: str) -> dict:
@@ -68,7 +67,6 @@ def main() -> None:
             rows.append({"split": split, "weights": name, **scores(model, loaded, split)})
             print(rows[-1], flush=True)
     lines = [
-        START,
         f"## int8 quantisation: quality cost ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `python bench/quantize_cost.py` (model: {run.name}, the README's main job, "
@@ -82,19 +80,8 @@ def main() -> None:
             f"{r['seconds']:.2f} |"
             for r in rows
         ),
-        END,
     ]
-    path = HERE / "RESULTS.md"
-    current = path.read_text(encoding="utf-8")
-    text = "\n".join(lines)
-    if START in current and END in current:
-        head, rest = current.split(START, 1)
-        current = head + text + rest.split(END, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, path)
+    write_section("quantize", lines)
 
 
 if __name__ == "__main__":

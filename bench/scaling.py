@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from results import write_section
+
 HERE = Path(__file__).resolve().parent
-START, END = "<!-- scaling:start -->", "<!-- scaling:end -->"
 
 
 def point(preset: str, length: int, radius: int | None, reps: int, threads: int) -> dict:
@@ -83,7 +84,6 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def write_results(rows: list[dict], args: argparse.Namespace, command: str) -> None:
     lines = [
-        START,
         f"## Attention scaling ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `{command}`",
@@ -102,18 +102,7 @@ def write_results(rows: list[dict], args: argparse.Namespace, command: str) -> N
             f"| {n} | {f['seconds']:.3f} | {loc['seconds']:.3f} | {f['peak_mb']:.0f} | "
             f"{loc['peak_mb']:.0f} | {f['seconds'] / loc['seconds']:.2f} |"
         )
-    lines.append(END)
-    text = "\n".join(lines)
-    path = HERE / "RESULTS.md"
-    current = path.read_text(encoding="utf-8")
-    if START in current and END in current:
-        head, rest = current.split(START, 1)
-        current = head + text + rest.split(END, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, path)
+    write_section("scaling", lines)
 
 
 def main() -> None:

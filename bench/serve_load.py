@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 import httpx
+from results import write_section
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out" / "serve"
-START, END = "<!-- serving:start -->", "<!-- serving:end -->"
 
 
 def model_dir() -> Path:
@@ -131,7 +131,6 @@ def measure(run: Path, batching: bool, clients: int, seconds: float, threads: in
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     lines = [
-        START,
         f"## Serving load test ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `python bench/serve_load.py --clients {args.clients} --seconds {args.seconds} "
@@ -149,18 +148,7 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
             f"| {'on' if r['batching'] else 'off'} | {r['requests']} | {r['errors']} | {r['p50_ms']:.0f} | "
             f"{r['p99_ms']:.0f} | {r['segments_per_s']:.1f} |"
         )
-    lines.append(END)
-    text = "\n".join(lines)
-    path = HERE / "RESULTS.md"
-    current = path.read_text(encoding="utf-8")
-    if START in current and END in current:
-        head, rest = current.split(START, 1)
-        current = head + text + rest.split(END, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, path)
+    write_section("serving", lines)
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """int8 dynamic quantisation: the split projection is exact, quantised logits stay close."""
 
 import torch
+from tiny import train_tiny
 from typer.testing import CliRunner
 
 from transduce.cli import app
@@ -45,26 +46,7 @@ def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
 
 
 def test_translate_and_evaluate_take_quantize(tmp_path):
-    from transduce.train.trainer import Trainer
-
-    overrides = [
-        "model.d_model=32",
-        "model.heads=4",
-        "model.d_ff=64",
-        "model.encoder_layers=1",
-        "model.decoder_layers=1",
-        "data.task=copy",
-        "data.task_train_max_len=6",
-        "data.task_test_max_len=8",
-        "data.task_train_size=300",
-        "data.task_eval_size=20",
-        "data.max_tokens=200",
-        "train.steps=10",
-        "train.warmup=5",
-        "train.save_every=10",
-        "train.validate_every=10",
-    ]
-    Trainer(load_config("small", overrides), tmp_path / "run", show_progress=False).fit()
+    train_tiny(tmp_path / "run", 10)
     runner = CliRunner()
     out = runner.invoke(app, ["translate", str(tmp_path / "run"), "--quantize", "int8"], input="1 2 3\n\n")
     assert out.exit_code == 0, out.output

@@ -9,38 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import uvicorn
+from tiny import train_tiny
 
-from transduce.config import load_config
 from transduce.decode.translate import decode_all
 from transduce.inference import load_model
 from transduce.serve import Limits, create_app
-from transduce.train.trainer import Trainer
 
 SEGMENTS = ["1 2 3", "4 5", "", "6 7 8 9", "3 3"]
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    run = tmp_path_factory.mktemp("serve") / "run"
-    overrides = [
-        "model.d_model=32",
-        "model.heads=4",
-        "model.d_ff=64",
-        "model.encoder_layers=1",
-        "model.decoder_layers=1",
-        "data.task=copy",
-        "data.task_train_max_len=6",
-        "data.task_test_max_len=8",
-        "data.task_train_size=300",
-        "data.task_eval_size=10",
-        "data.max_tokens=200",
-        "train.steps=30",
-        "train.warmup=10",
-        "train.save_every=30",
-        "train.validate_every=30",
-    ]
-    Trainer(load_config("small", overrides), run, show_progress=False).fit()
-    return run
+    return train_tiny(tmp_path_factory.mktemp("serve") / "run", 30)
 
 
 class Server:

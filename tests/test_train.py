@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny import TINY, tiny_config
 
 from transduce.config import load_config
 from transduce.train import trainer as trainer_mod
@@ -17,28 +18,6 @@ from transduce.train.checkpoint import CheckpointError, load_checkpoint, step_ch
 from transduce.train.loss import label_smoothed_loss
 from transduce.train.schedule import inverse_sqrt_lr
 from transduce.train.trainer import Trainer, TrainingError
-
-TINY = [
-    "model.d_model=32",
-    "model.heads=4",
-    "model.d_ff=64",
-    "model.encoder_layers=1",
-    "model.decoder_layers=1",
-    "data.task=copy",
-    "data.task_train_max_len=6",
-    "data.task_test_max_len=8",
-    "data.task_train_size=300",
-    "data.task_eval_size=20",
-    "data.max_tokens=200",
-    "train.warmup=10",
-    "train.lr_scale=0.5",
-    "train.validate_every=1000",
-    "train.log_every=1000",
-]
-
-
-def tiny_config(*extra):
-    return load_config("small", [*TINY, *extra])
 
 
 def test_schedule_matches_formula():

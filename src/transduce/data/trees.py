@@ -210,16 +210,6 @@ def delinearise(tokens: list[str], words: list[str] | None = None, tags: bool = 
     return root
 
 
-def _prune(node: Tree) -> Tree | None:
-    kept: list[Tree | str] = []
-    for child in node.children:
-        if isinstance(child, str):
-            kept.append(child)
-        elif (sub := _prune(child)) is not None:
-            kept.append(sub)
-    return Tree(node.label, kept) if kept else None
-
-
 def repair(tokens: list[str], words: list[str], root: str = "S", tags: bool = False) -> Tree:
     """A valid tree over exactly `words` from possibly ill-formed model output.
 
@@ -243,7 +233,7 @@ def repair(tokens: list[str], words: list[str], root: str = "S", tags: bool = Fa
             stack[-1].children.append(_leaf(words[used], tags))
             used += 1
     top.children += [_leaf(w, tags) for w in words[used:]]
-    tree = _prune(top)
+    tree = clean(top)  # drops constituents without words
     if tree is None:
         return Tree(root, [_leaf(w, tags) for w in words])
     if len(tree.children) == 1 and isinstance(tree.children[0], Tree):

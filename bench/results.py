@@ -1,0 +1,24 @@
+"""Writing one benchmark's section of bench/RESULTS.md, replaced in place on every run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def write_section(name: str, lines: list[str]) -> None:
+    """Put `lines` between `<!-- name:start -->` and `<!-- name:end -->` (appended the first time),
+    atomically, leaving the rest of the file as it is."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = "\n".join([start, *lines, end])
+    current = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
+    if start in current and end in current:
+        head, rest = current.split(start, 1)
+        current = head + text + rest.split(end, 1)[1]
+    else:
+        current = current.rstrip("\n") + "\n\n" + text + "\n"
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(current, encoding="utf-8")
+    os.replace(tmp, RESULTS)
