@@ -1,0 +1,76 @@
+"""Build the offline English->German corpus once into bench/out/l10n-de (ignored by git).
+
+    python bench/l10n_corpus.py [--lang de] [--budget-mb 1500]
+
+Runs ../shared/data/build_l10n_corpus.py (real human translations from the gettext catalogs
+in Debian packages; needs apt-file and lz4, installed here when missing) and reuses the result
+when train/dev/test files are already there. Prints the corpus's line counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE.parent.parent / "shared" / "data" / "build_l10n_corpus.py"
+
+
+def ensure_tools() -> None:
+    if shutil.which("apt-file") and shutil.which("lz4"):
+        return
+    subprocess.run(["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-q", "apt-file", "lz4"], check=True, stdout=subprocess.DEVNULL
+    )
+    subprocess.run(["apt-file", "update"], check=True, stdout=subprocess.DEVNULL)
+
+
+def build(lang: str, budget_mb: int) -> Path:
+    out = HERE / "out" / f"l10n-{lang}"
+    files = [out / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", lang)]
+    if all(f.exists() for f in files):
+        return out
+    if not SCRIPT.exists():
+        sys.exit(f"{SCRIPT}: the corpus builder is not there (it ships in ../shared/data)")
+    ensure_tools()
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--lang",
+            lang,
+            "--out",
+            str(tmp),
+            "--budget-mb",
+            str(budget_mb),
+            "--cache-dir",
+            str(HERE / "out" / "debs"),
+        ],
+        check=True,
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--lang", default="de")
+    parser.add_argument("--budget-mb", type=int, default=1500)
+    args = parser.parse_args()
+    out = build(args.lang, args.budget_mb)
+    for split in ("train", "dev", "test"):
+        lines = sum(1 for _ in (out / f"{split}.en").open(encoding="utf-8"))
+        print(f"{split}: {lines} pairs in {out}")
+
+
+if __name__ == "__main__":
+    main()
