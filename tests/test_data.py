@@ -52,7 +52,10 @@ def test_tabs_and_control_characters(tmp_path):
     with pytest.raises(CorpusError, match=r"a\.src:1: contains a tab"):
         read_parallel(tmp_path / "a.src", tmp_path / "a.tgt", tabs="reject")
     with pytest.raises(CorpusError, match=r"a\.tgt:2: contains control character U\+0007"):
-        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+        read_parallel(tmp_path / "a.src", tmp_path / "a.tgt", control="reject")
+    src, tgt, stats = read_parallel(tmp_path / "a.src", tmp_path / "a.tgt")
+    assert (src, tgt) == (["a b"], ["x"]) and stats.skipped_control == 1
+    assert stats.first_control.endswith("a.tgt:2: contains control character U+0007")
 
 
 def test_missing_file_is_reported(tmp_path):

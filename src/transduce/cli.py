@@ -112,6 +112,9 @@ def prepare(
     ] = 3.0,
     empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
     tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
+    control: Annotated[
+        str, typer.Option(help="Pairs with control characters: skip (counted, first one shown) or reject.")
+    ] = "skip",
     task: Annotated[
         str | None,
         typer.Option(
@@ -153,8 +156,12 @@ def prepare(
     from .data.prepare import PrepareOptions, prepare_parse, prepare_text
     from .data.source import SourceFormat
 
-    if empty not in ("skip", "reject") or tabs not in ("space", "reject"):
-        fail("--empty takes skip or reject; --tabs takes space or reject")
+    if (
+        empty not in ("skip", "reject")
+        or tabs not in ("space", "reject")
+        or control not in ("skip", "reject")
+    ):
+        fail("--empty and --control take skip or reject; --tabs takes space or reject")
     try:
         if task == "parse":
             if data_dir is None:
@@ -188,6 +195,7 @@ def prepare(
             empty,
             tabs,
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
+            control=control,
         )
         report = prepare_text(data_dir, out, opts)
     except (CorpusError, ConfigError, ValueError) as exc:
@@ -199,8 +207,9 @@ def prepare(
     for name, r in report["splits"].items():
         console.print(
             f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
-            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio; "
-            f"{r['tabs_replaced']} lines had tabs replaced"
+            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
+            f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
+            + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
         )
     console.print(f"dataset written to {out}")
 

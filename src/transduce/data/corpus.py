@@ -4,7 +4,9 @@ Rules (documented in the README):
 - a missing file, or source and target files with different line counts, is an error naming
   both files and both counts;
 - bytes that are not UTF-8 are an error naming the file and the 1-based line number;
-- control characters (Unicode category Cc other than tab) are an error naming file and line;
+- a pair with control characters (Unicode category Cc other than tab, e.g. a stray U+0096 from
+  a mis-decoded cp1252 dash) is skipped and counted, the first one's file:line reported
+  (`control="skip"`), or is an error naming file, line and code point (`control="reject"`);
   tabs are replaced by a space when `tabs="space"`, or are an error when `tabs="reject"`;
 - a pair with an empty (or all-whitespace) side is skipped and counted (`empty="skip"`) or
   is an error (`empty="reject"`).
@@ -28,6 +30,8 @@ class ReadStats:
     tabs_replaced: int = 0
     skipped_long: int = 0
     skipped_ratio: int = 0
+    skipped_control: int = 0
+    first_control: str | None = None  # file:line and code point of the first skipped one
     kept_lines: list[int] = field(default_factory=list)  # 0-based line numbers of the kept pairs
 
 
@@ -56,16 +60,22 @@ def _clean(line: str, path: Path, number: int, tabs: str, stats: ReadStats) -> s
             raise CorpusError(f"{path}:{number}: contains a tab character (use --tabs space to replace)")
         line = line.replace("\t", " ")
         stats.tabs_replaced += 1
-    for ch in line:
-        if unicodedata.category(ch) == "Cc":
-            raise CorpusError(f"{path}:{number}: contains control character U+{ord(ch):04X}")
     return line
 
 
+def _control(line: str, path: Path, number: int) -> str | None:
+    """'file:line: U+XXXX' for the first control character of a line, else None."""
+    for ch in line:
+        if unicodedata.category(ch) == "Cc":
+            return f"{path}:{number}: contains control character U+{ord(ch):04X}"
+    return None
+
+
 def read_parallel(
-    src_path: Path, tgt_path: Path, empty: str = "skip", tabs: str = "space"
+    src_path: Path, tgt_path: Path, empty: str = "skip", tabs: str = "space", control: str = "skip"
 ) -> tuple[list[str], list[str], ReadStats]:
-    """Validated, aligned source/target segments; empty pairs skipped or rejected."""
+    """Validated, aligned source/target segments; empty pairs and pairs with control
+    characters skipped (counted) or rejected."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise CorpusError(f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
@@ -74,6 +84,13 @@ def read_parallel(
     for number, (s, t) in enumerate(zip(src, tgt, strict=True), 1):
         s = _clean(s, src_path, number, tabs, stats)
         t = _clean(t, tgt_path, number, tabs, stats)
+        problem = _control(s, src_path, number) or _control(t, tgt_path, number)
+        if problem is not None:
+            if control == "reject":
+                raise CorpusError(f"{problem} (use --control skip to skip such pairs)")
+            stats.skipped_control += 1
+            stats.first_control = stats.first_control or problem
+            continue
         if not s.strip() or not t.strip():
             if empty == "reject":
                 which = src_path if not s.strip() else tgt_path

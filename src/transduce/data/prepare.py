@@ -28,6 +28,7 @@ class PrepareOptions:
     empty: str = "skip"
     tabs: str = "space"
     source: SourceFormat = field(default_factory=SourceFormat)
+    control: str = "skip"
 
 
 def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
@@ -113,7 +114,9 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
         return {"up_to_date": True, "out": str(out)}
     report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
     texts = {
-        n: read_parallel(data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs)
+        n: read_parallel(
+            data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs, opts.control
+        )
         for n in names
     }
     plain = fmt.format == "text" and not fmt.by_word
@@ -165,6 +168,8 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
                 "skipped_empty": stats.skipped_empty,
                 "skipped_too_long": stats.skipped_long,
                 "skipped_ratio": stats.skipped_ratio,
+                "skipped_control": stats.skipped_control,
+                "first_control": stats.first_control,
                 "tabs_replaced": stats.tabs_replaced,
             }
     meta = {
