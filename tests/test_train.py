@@ -244,3 +244,23 @@ def test_training_on_prepared_text_reports_bleu_and_translates(tmp_path):
     )
     assert scored.exit_code == 0, scored.output
     assert "BLEU" in scored.stdout and "nrefs:1" in scored.stdout and "perplexity" in scored.stdout
+
+
+def test_wall_clock_budget_stops_saves_and_validates(tmp_path):
+    cfg = tiny_config("train.steps=100000", "train.save_every=100000", "train.max_minutes=0.002")
+    metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
+    steps = step_checkpoints(tmp_path / "run" / "checkpoints")
+    assert len(steps) == 1 and 0 < metrics["step"] < 100000
+    assert metrics["train_minutes"] >= 0.002 and "dev_seq_acc" in metrics
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "train.max_minutes=0.002 of training time reached" in log
+    resumed = Trainer(cfg, tmp_path / "run", show_progress=False).fit(resume=True)
+    assert resumed["step"] == metrics["step"] + 1  # the budget is spent: one more step, then stop
+
+
+def test_validation_by_training_minutes(tmp_path):
+    cfg = tiny_config("train.steps=6", "train.save_every=6", "train.validate_every_minutes=0.00001")
+    trainer = Trainer(cfg, tmp_path / "run", show_progress=False)
+    trainer.fit()
+    minutes = [h["train_minutes"] for h in trainer.state.history]
+    assert len(minutes) == 6 and minutes == sorted(minutes)  # every step, in training time

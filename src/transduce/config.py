@@ -123,6 +123,8 @@ class TrainConfig(_Section):
     clip_norm: float | None = Field(None, gt=0.0)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     validate_every: int = Field(1000, ge=1)
+    validate_every_minutes: float | None = Field(None, gt=0.0)
+    max_minutes: float | None = Field(None, gt=0.0)
     save_every: int = Field(1000, ge=1)
     save_every_minutes: float | None = Field(None, gt=0.0)
     keep_last: int = Field(5, ge=1)

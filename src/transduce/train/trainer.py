@@ -103,6 +103,7 @@ class TrainState:
     skipped: int = 0
     best_loss: float | None = None
     best_step: int | None = None
+    train_seconds: float = 0.0  # time spent in training steps, across resumes (not validation)
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -333,6 +334,7 @@ class Trainer:
         loss, nll, ponder = self.dev_loss(self.data.splits["dev"])
         metrics: dict[str, Any] = {
             "step": self.state.step,
+            "train_minutes": self.state.train_seconds / 60,
             "dev_loss": loss,
             "dev_ppl": perplexity(nll, 1),
             **ponder,
@@ -379,9 +381,12 @@ class Trainer:
         ]
         with Progress(*columns, console=self.console, disable=not self.show) as progress:
             bar = progress.add_task("train", total=t.steps, completed=self.state.step, stats="")
+            last_validation = self.state.train_seconds
             while self.state.step < t.steps:
+                began = time.monotonic()
                 batches = [collate(self.train_split, next(stream)) for _ in range(t.accumulate)]
                 stats = self.train_step(batches)
+                self.state.train_seconds += time.monotonic() - began
                 if stats is None:
                     self.state.skipped += 1
                     self.state.bad_in_row += 1
@@ -415,17 +420,36 @@ class Trainer:
                         bar, stats=f"loss {stats.loss:.3f} lr {lr:.2e} {row['tokens_per_s']:.0f} tok/s"
                     )
                     window_tokens, window_start = 0, time.monotonic()
-                if step % t.validate_every == 0 or step == t.steps:
+                out_of_time = self._agree(
+                    t.max_minutes is not None and self.state.train_seconds >= 60 * t.max_minutes
+                )
+                validate_due = self._agree(
+                    t.validate_every_minutes is not None
+                    and self.state.train_seconds - last_validation >= 60 * t.validate_every_minutes
+                )
+                if step % t.validate_every == 0 or step == t.steps or validate_due or out_of_time:
                     self._validate_and_record(logger, progress)
+                    last_validation = self.state.train_seconds
                 minutes = t.save_every_minutes
                 due_time = minutes is not None and time.monotonic() - last_save >= 60 * minutes
-                if step % t.save_every == 0 or step == t.steps or due_time:
+                if step % t.save_every == 0 or step == t.steps or due_time or out_of_time:
                     if self.env.main:
                         self.save()
                     self.env.barrier()
                     last_save = time.monotonic()
+                if out_of_time:
+                    logger.text(f"step {step}: train.max_minutes={t.max_minutes} of training time reached")
+                    break
         logger.close()
         return self.state.history[-1] if self.state.history else {}
+
+    def _agree(self, flag: bool) -> bool:
+        """True when any rank says so, so all ranks stop or validate together (time differs)."""
+        if self.env.world == 1:
+            return flag
+        value = torch.tensor([float(flag)], device=self.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
 
     def _validate_and_record(self, logger: RunLogger, progress: Progress) -> None:
         if self.env.main:
