@@ -1,0 +1,231 @@
+"""Real-data MT benchmark: transduce vs a Hugging Face MarianMTModel trained with the same recipe.
+
+    python bench/mt.py --minutes 15 --threads 1
+
+Data: the offline English->German corpus (bench/l10n_corpus.py, 563k pairs), one shared
+sentencepiece BPE vocabulary of 8000 (`transduce prepare`). Both systems start from the same
+weights (our initial `small` model with Marian's sinusoid layout, exported to a
+MarianMTModel), see the same batches in the same order (4096 tokens, padding included), use
+the same recipe (Adam 0.9/0.98/1e-9, inverse-sqrt warmup, label smoothing 0.1, dropout 0.1)
+and get the same budget of training time, run side by side (one process each, --threads
+each). Dev BLEU is measured every --curve-minutes (greedy, whole dev set, not counted in the
+budget); test BLEU at the end with beam 4, alpha 0.6 (Hugging Face applies its own length
+penalty, |Y|^alpha). sacrebleu signatures, a table and bench/mt_curves.png go to RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from decode import Peer, ensure_peers
+from l10n_corpus import build as build_corpus
+from results import write_section
+
+from transduce.config import load_config
+from transduce.data.batching import BatchSampler, padded_lengths
+from transduce.data.dataset import Dataset
+from transduce.data.prepare import PrepareOptions, prepare_text
+from transduce.data.vocab import EOS, PAD
+from transduce.decode.translate import decode_all
+from transduce.evaluate import corpus_scores
+from transduce.inference import load_model
+from transduce.interop.marian import export_marian, marian_layout
+from transduce.model import build_model
+from transduce.train.checkpoint import save_checkpoint, state_tensors, step_checkpoints, vocab_files
+from transduce.train.schedule import inverse_sqrt_lr
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out" / "mt"
+
+
+def overrides(args: argparse.Namespace, data: Path) -> list[str]:
+    return [
+        "model.pos_layout=halves",
+        f"data.dataset={data}",
+        "data.max_tokens=4096",
+        "train.steps=100000000",
+        f"train.max_minutes={args.minutes}",
+        f"train.validate_every_minutes={args.curve_minutes}",
+        "train.validate_every=100000000",
+        "train.save_every=100000000",
+        "train.warmup=1000",
+        f"train.threads={args.threads}",
+        "train.log_every=100",
+    ]
+
+
+def initial_model(cfg, data: Dataset) -> Path:
+    """The weights both systems start from, as the trainer builds them, exported for the peer."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab), PAD)
+    meta = {
+        "src_vocab_size": len(data.src_vocab),
+        "tgt_vocab_size": len(data.tgt_vocab),
+        "shared_vocab": True,
+    }
+    save_checkpoint(OUT / "init", state_tensors(model), cfg, meta, vocab_files(data.dir))
+    export_marian(OUT / "init", OUT / "init-hf")
+    return OUT / "init-hf"
+
+
+def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
+    """Drive the peer through the same batches for the same training time."""
+    to_marian = {ours: m for m, ours in enumerate(marian_layout(data.src_vocab)[0])}
+    from_marian = {m: ours for ours, m in to_marian.items()}
+    split = data.splits["train"]
+    sampler = BatchSampler(padded_lengths(split), cfg.data.max_tokens, cfg.data.seed)
+    dev = data.splits["dev"]
+    dev_src = [[to_marian[t] for t in dev.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(len(dev))]
+    peer = Peer(python, "peer_mt.py", hf_dir, args.threads)
+
+    def decode(sources: list[list[int]], beam: int, alpha: float) -> list[str]:
+        outputs = []
+        for start in range(0, len(sources), 64):
+            chunk = sources[start : start + 64]
+            res = peer.request({"op": "decode", "src": chunk, "beam": beam, "alpha": alpha, "max_new": 100})
+            outputs += res["outputs"]
+        return [data.tgt_vocab.decode([from_marian[t] for t in o]) for o in outputs]
+
+    refs = [data.tgt_vocab.decode(dev.pair(i)[1].tolist()) for i in range(len(dev))]
+    seconds, step, curve, next_eval = 0.0, 0, [], args.curve_minutes * 60
+    stream = iter(sampler)
+    while seconds < args.minutes * 60:
+        batch = next(stream)
+        pairs = [split.pair(i) for i in batch]
+        step += 1
+        lr = inverse_sqrt_lr(step, cfg.model.d_model, cfg.train.warmup, cfg.train.lr_scale)
+        res = peer.request(
+            {
+                "op": "train",
+                "src": [[to_marian[t] for t in s.tolist()] + [to_marian[EOS]] for s, _ in pairs],
+                "tgt": [[to_marian[t] for t in t_.tolist()] + [to_marian[EOS]] for _, t_ in pairs],
+                "lr": lr,
+            }
+        )
+        seconds += res["seconds"]
+        if seconds >= next_eval or seconds >= args.minutes * 60:
+            bleu = corpus_scores(decode(dev_src, 1, 0.0), refs).bleu
+            curve.append({"train_minutes": seconds / 60, "step": step, "dev_bleu": bleu})
+            print("peer", curve[-1], flush=True)
+            next_eval += args.curve_minutes * 60
+    test = data.splits["test"]
+    test_src = [[to_marian[t] for t in test.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(len(test))]
+    test_refs = [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(len(test))]
+    report = corpus_scores(decode(test_src, 4, 0.6), test_refs)
+    peer.close()
+    return {"curve": curve, "steps": step, "test": report}
+
+
+def our_test(run: Path, data: Dataset) -> object:
+    loaded = load_model(run)
+    test = data.splits["test"]
+    sources = [test.pair(i)[0].tolist() for i in range(len(test))]
+    hyps = decode_all(loaded.model, sources, loaded.config.decode)
+    outputs = [data.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
+    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(len(test))])
+
+
+def plot(ours: list[dict], peer: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in (("transduce", ours), ("HF MarianMTModel", peer)):
+        ax.plot([c["train_minutes"] for c in curve], [c["dev_bleu"] for c in curve], "o-", label=name)
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("dev BLEU (greedy)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    ax.set_title("En-De l10n corpus, small preset, same batches and recipe")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--curve-minutes", type=float, default=3.0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    corpus = build_corpus("de", 1500)
+    data_dir = HERE / "out" / "l10n-de-data"
+    prepare_text(corpus, data_dir, PrepareOptions("en", "de", vocab_size=8000), show_progress=False)
+    data = Dataset(data_dir)
+    OUT.mkdir(parents=True, exist_ok=True)
+    cfg = load_config("small", overrides(args, data_dir))
+    hf_dir = initial_model(cfg, data)
+    run = OUT / "ours"
+    shutil.rmtree(run, ignore_errors=True)
+    ours = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "transduce",
+            "train",
+            "small",
+            *overrides(args, data_dir),
+            "--run-dir",
+            str(run),
+            "--no-resume",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    peer = peer_run(args, cfg, data, hf_dir, ensure_peers())
+    if ours.wait() != 0:
+        sys.exit(f"our training failed; see {run / 'train.log'}")
+    last = step_checkpoints(run / "checkpoints")[-1]
+    state = json.loads((last / "trainer.json").read_text())
+    our_curve = [
+        {"train_minutes": h["train_minutes"], "step": h["step"], "dev_bleu": h["dev_bleu"]}
+        for h in state["state"]["history"]
+    ]
+    our_report = our_test(run, data)
+    plot(our_curve, peer["curve"], HERE / "mt_curves.png")
+    lines = [
+        f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
+        "",
+        f"Command: `python bench/mt.py --minutes {args.minutes} --curve-minutes {args.curve_minutes} "
+        f"--threads {args.threads}`",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; each system one process with {args.threads} "
+        f"thread(s), run side by side. Data: offline l10n En->De corpus "
+        f"({len(data.splits['train'])} training pairs after filtering), shared BPE 8000. "
+        "`small` preset, same initial weights, same batches, "
+        f"same recipe, {args.minutes} minutes of training time each. Test: 2000 pairs, beam 4.",
+        "",
+        "| system | steps | test BLEU | test chrF |",
+        "|---|---|---|---|",
+        f"| transduce | {our_curve[-1]['step']} | {our_report.bleu:.2f} | {our_report.chrf:.2f} |",
+        f"| HF MarianMTModel | {peer['steps']} | {peer['test'].bleu:.2f} | {peer['test'].chrf:.2f} |",
+        "",
+        f"BLEU signature: `{our_report.bleu_signature}`. Learning curves (dev BLEU, greedy, against "
+        "training minutes): bench/mt_curves.png.",
+        "",
+        "| minutes (ours) | dev BLEU (ours) | minutes (HF) | dev BLEU (HF) |",
+        "|---|---|---|---|",
+        *(
+            f"| {a['train_minutes']:.1f} | {a['dev_bleu']:.2f} | "
+            f"{b['train_minutes']:.1f} | {b['dev_bleu']:.2f} |"
+            for a, b in zip(our_curve, peer["curve"], strict=False)
+        ),
+    ]
+    write_section("mt", lines)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
