@@ -84,7 +84,8 @@ def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
     split = data.splits["train"]
     sampler = BatchSampler(padded_lengths(split), cfg.data.max_tokens, cfg.data.seed)
     dev = data.splits["dev"]
-    dev_src = [[to_marian[t] for t in dev.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(len(dev))]
+    n_dev, n_test = (min(args.eval_size or len(s), len(s)) for s in (dev, data.splits["test"]))
+    dev_src = [[to_marian[t] for t in dev.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(n_dev)]
     peer = Peer(python, "peer_mt.py", hf_dir, args.threads)
 
     def decode(sources: list[list[int]], beam: int, alpha: float) -> list[str]:
@@ -95,7 +96,7 @@ def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
             outputs += res["outputs"]
         return [data.tgt_vocab.decode([from_marian[t] for t in o]) for o in outputs]
 
-    refs = [data.tgt_vocab.decode(dev.pair(i)[1].tolist()) for i in range(len(dev))]
+    refs = [data.tgt_vocab.decode(dev.pair(i)[1].tolist()) for i in range(n_dev)]
     seconds, step, curve, next_eval = 0.0, 0, [], args.curve_minutes * 60
     stream = iter(sampler)
     while seconds < args.minutes * 60:
@@ -118,20 +119,21 @@ def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
             print("peer", curve[-1], flush=True)
             next_eval += args.curve_minutes * 60
     test = data.splits["test"]
-    test_src = [[to_marian[t] for t in test.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(len(test))]
-    test_refs = [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(len(test))]
+    test_src = [[to_marian[t] for t in test.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(n_test)]
+    test_refs = [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n_test)]
     report = corpus_scores(decode(test_src, 4, 0.6), test_refs)
     peer.close()
     return {"curve": curve, "steps": step, "test": report}
 
 
-def our_test(run: Path, data: Dataset) -> object:
+def our_test(run: Path, data: Dataset, size: int | None) -> object:
     loaded = load_model(run)
     test = data.splits["test"]
-    sources = [test.pair(i)[0].tolist() for i in range(len(test))]
+    n = min(size or len(test), len(test))
+    sources = [test.pair(i)[0].tolist() for i in range(n)]
     hyps = decode_all(loaded.model, sources, loaded.config.decode)
     outputs = [data.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
-    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(len(test))])
+    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n)])
 
 
 def plot(ours: list[dict], peer: list[dict], path: Path) -> None:
@@ -159,6 +161,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--curve-minutes", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--eval-size", type=int, default=None, help="peer dev and both test sets (smoke runs)"
+    )
     args = parser.parse_args()
     corpus = build_corpus("de", 1500)
     data_dir = HERE / "out" / "l10n-de-data"
@@ -193,7 +198,7 @@ def main() -> None:
         {"train_minutes": h["train_minutes"], "step": h["step"], "dev_bleu": h["dev_bleu"]}
         for h in state["state"]["history"]
     ]
-    our_report = our_test(run, data)
+    our_report = our_test(run, data, args.eval_size)
     plot(our_curve, peer["curve"], HERE / "mt_curves.png")
     lines = [
         f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",

@@ -50,7 +50,7 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            print(json.dumps({"seconds": time.perf_counter() - begin, "loss": float(loss)}), flush=True)
+            print(json.dumps({"seconds": time.perf_counter() - begin, "loss": loss.item()}), flush=True)
         else:
             model.eval()
             with torch.no_grad():
