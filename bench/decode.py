@@ -9,7 +9,7 @@ to a MarianMTModel directory, converts that to CTranslate2 (float32, int8) insid
 venv (bench/.peers, created on first use), quantises ours to int8 (`--quantize int8`), and
 times batch-32 decoding of a fixed output length
 (EOS blocked until then) with greedy and beam 4, alternating engines within each repetition.
-Medians are appended to bench/RESULTS.md.
+Medians go into bench/RESULTS.md (the decode section, replaced on each run).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from results import write_section
 
 from transduce.config import load_config
 from transduce.data.vocab import BOS, EOS, SentencePieceVocab
@@ -172,12 +173,15 @@ def main() -> None:
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     lines = [
-        f"\n## Decoding speed ({time.strftime('%Y-%m-%d')})\n",
+        f"## Decoding speed ({time.strftime('%Y-%m-%d')})",
+        "",
         f"Command: `python bench/decode.py --presets {' '.join(args.presets)} --reps {args.reps}`  ",
         f"Machine: {platform.processor() or platform.machine()}, {args.threads} threads, "
         f"torch {torch.__version__}, Python {platform.python_version()}.  ",
         f"Batch {args.batch}, {args.length} output tokens per sentence (EOS blocked), random-init "
-        "weights exported to Marian; median of interleaved repetitions.\n",
+        "weights exported to Marian; median of interleaved repetitions. transduce-int8 is "
+        "`--quantize int8`; its tokens are compared with HF's float32 ones.",
+        "",
         "| preset | search | engine | s/batch | sentences/s | tokens/s | vs HF | same tokens as HF |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -191,16 +195,8 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
             f"| {r['preset']} | {r['search']} | {r['engine']} | {r['seconds']:.3f} | {r['sent_s']:.1f} | "
             f"{r['tok_s']:.0f} | {hf['seconds'] / r['seconds']:.2f}x | {'yes' if r['same_as_hf'] else 'no'} |"
         )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    results = HERE / "RESULTS.md"
-    if not results.exists():
-        results.write_text(
-            "# Benchmark results\n\nRatios are measured in one run on one machine; "
-            "see each section's command.\n"
-        )
-    with results.open("a") as f:
-        f.write(text)
+    print("\n".join(lines))
+    write_section("decode", lines)
 
 
 if __name__ == "__main__":
