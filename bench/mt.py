@@ -57,7 +57,7 @@ def overrides(args: argparse.Namespace, data: Path) -> list[str]:
         f"train.validate_every_minutes={args.curve_minutes}",
         "train.validate_every=100000000",
         "train.save_every=100000000",
-        "train.warmup=1000",
+        f"train.warmup={args.warmup}",
         f"train.threads={args.threads}",
         "train.log_every=100",
     ]
@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--curve-minutes", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=400, help="steps; CPU budgets give few thousand steps")
     parser.add_argument(
         "--eval-size", type=int, default=None, help="peer dev and both test sets (smoke runs)"
     )
@@ -204,7 +205,7 @@ def main() -> None:
         f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `python bench/mt.py --minutes {args.minutes} --curve-minutes {args.curve_minutes} "
-        f"--threads {args.threads}`",
+        f"--threads {args.threads} --warmup {args.warmup}`",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; each system one process with {args.threads} "
         f"thread(s), run side by side. Data: offline l10n En->De corpus "
