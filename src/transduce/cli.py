@@ -440,7 +440,9 @@ def translate(
     long = sum(len(s) > max_src_len for s in sources)
     if long:
         console.print(f"[yellow]warning:[/] {long} input lines truncated to {max_src_len} tokens", style=None)
-        sources, annotations = _encode_inputs(loaded, lines, src_trees, max_src_len)
+        sources = [s[:max_src_len] for s in sources]
+        if annotations is not None:
+            annotations = [a.truncate(max_src_len) for a in annotations]
     with Progress(console=Console(stderr=True), disable=input is None) as progress:
         task = progress.add_task("translating", total=len(sources))
         results = decode_all(
@@ -462,12 +464,12 @@ def translate(
 
 
 def _encode_inputs(
-    loaded: LoadedModel, lines: list[str], trees: Path | None, max_len: int | None = None
+    loaded: LoadedModel, lines: list[str], trees: Path | None
 ) -> tuple[list[list[int]], list | None]:
     from .inference import encode_inputs
 
     try:
-        return encode_inputs(loaded, lines, trees, max_len)
+        return encode_inputs(loaded, lines, trees)
     except ValueError as exc:
         fail(str(exc))
         raise

@@ -79,14 +79,13 @@ def write_model_checkpoint(out: Path, ck: Checkpoint) -> None:
 
 
 def encode_inputs(
-    loaded: LoadedModel, lines: list[str], trees: Path | None = None, max_len: int | None = None
+    loaded: LoadedModel, lines: list[str], trees: Path | None = None
 ) -> tuple[list[list[int]], list[SourceAnnotation] | None]:
     """Source ids (empty for empty lines) in the model's input format, with annotations for
-    factored or syntax-aware models; `trees` holds one syntax tree per non-empty line.
-    Sources longer than `max_len` pieces are cut (annotations too)."""
+    factored or syntax-aware models; `trees` holds one syntax tree per non-empty line."""
     fmt = SourceFormat(**loaded.meta["source"]) if loaded.meta.get("source") else SourceFormat()
     if fmt.format == "text" and not fmt.by_word:
-        return [loaded.src_vocab.encode(line)[:max_len] if line.strip() else [] for line in lines], None
+        return [loaded.src_vocab.encode(line) if line.strip() else [] for line in lines], None
     if fmt.trees is not None and trees is None:
         raise ValueError(f"this model reads source syntax trees: give a .{fmt.trees} file (--src-trees)")
     word_trees = read_word_trees(trees, fmt.trees) if fmt.trees is not None and trees is not None else []
@@ -111,12 +110,6 @@ def encode_inputs(
             ids, ann = encode_source(loaded.src_vocab, words, tags, tag_vocabs, omega)
         else:
             ids, ann = loaded.src_vocab.encode(" ".join(words)), SourceAnnotation()
-        keep = len(ids) if max_len is None else max_len
-        sources.append(ids[:keep])
-        annotations.append(
-            SourceAnnotation(
-                ann.factors[:, :keep] if ann.factors is not None else None,
-                ann.omega[:keep, :keep] if ann.omega is not None else None,
-            )
-        )
+        sources.append(ids)
+        annotations.append(ann)
     return sources, annotations

@@ -54,6 +54,13 @@ class SourceAnnotation:
     factors: np.ndarray | None = None  # (k, n) int
     omega: np.ndarray | None = None  # (n, n) int, between the n source pieces
 
+    def truncate(self, n: int) -> SourceAnnotation:
+        """The annotation of the first n pieces."""
+        return SourceAnnotation(
+            self.factors[:, :n] if self.factors is not None else None,
+            self.omega[:n, :n] if self.omega is not None else None,
+        )
+
 
 def split_line(line: str, fmt: SourceFormat, where: str) -> tuple[list[str], list[list[str]]]:
     """The words of a source line, and per factor the tags of those words."""
