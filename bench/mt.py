@@ -1,16 +1,17 @@
 """Real-data MT benchmark: transduce vs a Hugging Face MarianMTModel trained with the same recipe.
 
-    python bench/mt.py --minutes 15 --threads 1
+    python bench/mt.py --minutes 60 --threads 1 [--preset base]
 
 Data: the offline English->German corpus (bench/l10n_corpus.py, 563k pairs), one shared
 sentencepiece BPE vocabulary of 8000 (`transduce prepare`). Both systems start from the same
-weights (our initial `small` model with Marian's sinusoid layout, exported to a
+weights (our initial model of --preset with Marian's sinusoid layout, exported to a
 MarianMTModel), see the same batches in the same order (4096 tokens, padding included), use
 the same recipe (Adam 0.9/0.98/1e-9, inverse-sqrt warmup, label smoothing 0.1, dropout 0.1)
 and get the same budget of training time, run side by side (one process each, --threads
 each). Dev BLEU is measured every --curve-minutes (greedy, whole dev set, not counted in the
 budget); test BLEU at the end with beam 4, alpha 0.6 (Hugging Face applies its own length
-penalty, |Y|^alpha). sacrebleu signatures, a table and bench/mt_curves.png go to RESULTS.md.
+penalty, |Y|^alpha). sacrebleu signatures, a table and bench/mt_curves_<preset>.png go to
+RESULTS.md (section mt-<preset>).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def overrides(args: argparse.Namespace, data: Path) -> list[str]:
     ]
 
 
-def initial_model(cfg, data: Dataset) -> Path:
+def initial_model(cfg, data: Dataset, name: str) -> Path:
     """The weights both systems start from, as the trainer builds them, exported for the peer."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab), PAD)
@@ -72,9 +73,9 @@ def initial_model(cfg, data: Dataset) -> Path:
         "tgt_vocab_size": len(data.tgt_vocab),
         "shared_vocab": True,
     }
-    save_checkpoint(OUT / "init", state_tensors(model), cfg, meta, vocab_files(data.dir))
-    export_marian(OUT / "init", OUT / "init-hf")
-    return OUT / "init-hf"
+    save_checkpoint(OUT / f"init-{name}", state_tensors(model), cfg, meta, vocab_files(data.dir))
+    export_marian(OUT / f"init-{name}", OUT / f"init-{name}-hf")
+    return OUT / f"init-{name}-hf"
 
 
 def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
@@ -136,7 +137,7 @@ def our_test(run: Path, data: Dataset, size: int | None) -> object:
     return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n)])
 
 
-def plot(ours: list[dict], peer: list[dict], path: Path) -> None:
+def plot(ours: list[dict], peer: list[dict], preset: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,7 +150,7 @@ def plot(ours: list[dict], peer: list[dict], path: Path) -> None:
     ax.set_ylabel("dev BLEU (greedy)")
     ax.grid(True, alpha=0.3)
     ax.legend()
-    ax.set_title("En-De l10n corpus, small preset, same batches and recipe")
+    ax.set_title(f"En-De l10n corpus, {preset} preset, same batches and recipe")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -158,7 +159,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--preset", default="small", help="the transduce preset both systems are built from")
+    parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--curve-minutes", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=400, help="steps; CPU budgets give few thousand steps")
@@ -171,9 +173,9 @@ def main() -> None:
     prepare_text(corpus, data_dir, PrepareOptions("en", "de", vocab_size=8000), show_progress=False)
     data = Dataset(data_dir)
     OUT.mkdir(parents=True, exist_ok=True)
-    cfg = load_config("small", overrides(args, data_dir))
-    hf_dir = initial_model(cfg, data)
-    run = OUT / "ours"
+    cfg = load_config(args.preset, overrides(args, data_dir))
+    hf_dir = initial_model(cfg, data, args.preset)
+    run = OUT / f"ours-{args.preset}"
     shutil.rmtree(run, ignore_errors=True)
     ours = subprocess.Popen(
         [
@@ -181,7 +183,7 @@ def main() -> None:
             "-m",
             "transduce",
             "train",
-            "small",
+            args.preset,
             *overrides(args, data_dir),
             "--run-dir",
             str(run),
@@ -200,18 +202,22 @@ def main() -> None:
         for h in state["state"]["history"]
     ]
     our_report = our_test(run, data, args.eval_size)
-    plot(our_curve, peer["curve"], HERE / "mt_curves.png")
+    curves = HERE / f"mt_curves_{args.preset}.png"
+    plot(our_curve, peer["curve"], args.preset, curves)
+    n_test = len(data.splits["test"])
     lines = [
         f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
         "",
-        f"Command: `python bench/mt.py --minutes {args.minutes} --curve-minutes {args.curve_minutes} "
+        f"Command: `python bench/mt.py --preset {args.preset} --minutes {args.minutes} "
+        f"--curve-minutes {args.curve_minutes} "
         f"--threads {args.threads} --warmup {args.warmup}`",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; each system one process with {args.threads} "
         f"thread(s), run side by side. Data: offline l10n En->De corpus "
         f"({len(data.splits['train'])} training pairs after filtering), shared BPE 8000. "
-        "`small` preset, same initial weights, same batches, "
-        f"same recipe, {args.minutes} minutes of training time each. Test: 2000 pairs, beam 4.",
+        f"`{args.preset}` preset, same initial weights, same batches, "
+        f"same recipe, {args.minutes} minutes of training time each. "
+        f"Test: {min(args.eval_size or n_test, n_test)} pairs, beam 4.",
         "",
         "| system | steps | test BLEU | test chrF |",
         "|---|---|---|---|",
@@ -219,7 +225,7 @@ def main() -> None:
         f"| HF MarianMTModel | {peer['steps']} | {peer['test'].bleu:.2f} | {peer['test'].chrf:.2f} |",
         "",
         f"BLEU signature: `{our_report.bleu_signature}`. Learning curves (dev BLEU, greedy, against "
-        "training minutes): bench/mt_curves.png.",
+        f"training minutes): bench/{curves.name}.",
         "",
         "| minutes (ours) | dev BLEU (ours) | minutes (HF) | dev BLEU (HF) |",
         "|---|---|---|---|",
@@ -229,7 +235,7 @@ def main() -> None:
             for a, b in zip(our_curve, peer["curve"], strict=False)
         ),
     ]
-    write_section("mt", lines)
+    write_section(f"mt-{args.preset}", lines)
     print("\n".join(lines))
 
 
