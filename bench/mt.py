@@ -78,6 +78,16 @@ def initial_model(cfg, data: Dataset, name: str) -> Path:
     return OUT / f"init-{name}-hf"
 
 
+def start_training(preset: str, settings: list[str], run: Path) -> subprocess.Popen:
+    """`transduce train` in a fresh run directory, in the background."""
+    shutil.rmtree(run, ignore_errors=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "transduce", "train", preset, *settings, "--run-dir", str(run), "--no-resume"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
     """Drive the peer through the same batches for the same training time."""
     to_marian = {ours: m for m, ours in enumerate(marian_layout(data.src_vocab)[0])}
@@ -176,22 +186,7 @@ def main() -> None:
     cfg = load_config(args.preset, overrides(args, data_dir))
     hf_dir = initial_model(cfg, data, args.preset)
     run = OUT / f"ours-{args.preset}"
-    shutil.rmtree(run, ignore_errors=True)
-    ours = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "transduce",
-            "train",
-            args.preset,
-            *overrides(args, data_dir),
-            "--run-dir",
-            str(run),
-            "--no-resume",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    ours = start_training(args.preset, overrides(args, data_dir), run)
     peer = peer_run(args, cfg, data, hf_dir, ensure_peers())
     if ours.wait() != 0:
         sys.exit(f"our training failed; see {run / 'train.log'}")

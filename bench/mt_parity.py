@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import subprocess
 import sys
 import time
 
 from decode import Peer, ensure_peers
-from mt import HERE, OUT, initial_model
+from mt import HERE, OUT, initial_model, start_training
 from results import write_section
 
 from transduce.config import load_config
@@ -59,22 +57,7 @@ def main() -> None:
     cfg = load_config(args.preset, overrides)
     hf_dir = initial_model(cfg, data, f"{args.preset}-nodropout")
     run = OUT / f"parity-{args.preset}"
-    shutil.rmtree(run, ignore_errors=True)
-    ours = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "transduce",
-            "train",
-            args.preset,
-            *overrides,
-            "--run-dir",
-            str(run),
-            "--no-resume",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    ours = start_training(args.preset, overrides, run)
     to_marian = {o: m for m, o in enumerate(marian_layout(data.src_vocab)[0])}
     split = data.splits["train"]
     peer = Peer(ensure_peers(), "peer_mt.py", hf_dir, 1)
