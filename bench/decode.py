@@ -84,9 +84,9 @@ def build(preset: str, out: Path) -> tuple[torch.nn.Module, SentencePieceVocab]:
 class Peer:
     """A peer script in bench/.peers answering one JSON request per line (decode or train)."""
 
-    def __init__(self, python: Path, script: str, hf_dir: Path, threads: int) -> None:
+    def __init__(self, python: Path, script: str, hf_dir: Path, threads: int, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [str(python), str(HERE / script), str(hf_dir), str(threads)],
+            [str(python), str(HERE / script), str(hf_dir), str(threads), *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

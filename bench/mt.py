@@ -1,6 +1,6 @@
 """Real-data MT benchmark: transduce vs a Hugging Face MarianMTModel trained with the same recipe.
 
-    python bench/mt.py --minutes 60 --threads 1 [--preset base]
+    python bench/mt.py --minutes 60 --threads 1 [--preset base] [--seed 2]
 
 Data: the offline English->German corpus (bench/l10n_corpus.py, 563k pairs), one shared
 sentencepiece BPE vocabulary of 8000 (`transduce prepare`). Both systems start from the same
@@ -11,7 +11,9 @@ and get the same budget of training time, run side by side (one process each, --
 each). Dev BLEU is measured every --curve-minutes (greedy, whole dev set, not counted in the
 budget); test BLEU at the end with beam 4, alpha 0.6 (Hugging Face applies its own length
 penalty, |Y|^alpha). sacrebleu signatures, a table and bench/mt_curves_<preset>.png go to
-RESULTS.md (section mt-<preset>).
+RESULTS.md (section mt-<preset>). --seed replicates the run with other initial weights and
+dropout masks (train.seed for transduce, torch.manual_seed for the peer; the batches stay the
+same); a seed other than 1 writes its own section, curves and run directory (suffix -seed<N>).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def overrides(args: argparse.Namespace, data: Path) -> list[str]:
         f"train.warmup={args.warmup}",
         f"train.threads={args.threads}",
         "train.log_every=100",
+        f"train.seed={args.seed}",
     ]
 
 
@@ -97,7 +100,7 @@ def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
     dev = data.splits["dev"]
     n_dev, n_test = (min(args.eval_size or len(s), len(s)) for s in (dev, data.splits["test"]))
     dev_src = [[to_marian[t] for t in dev.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(n_dev)]
-    peer = Peer(python, "peer_mt.py", hf_dir, args.threads)
+    peer = Peer(python, "peer_mt.py", hf_dir, args.threads, str(args.seed))
 
     def decode(sources: list[list[int]], beam: int, alpha: float) -> list[str]:
         outputs = []
@@ -174,6 +177,7 @@ def main() -> None:
     parser.add_argument("--curve-minutes", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=400, help="steps; CPU budgets give few thousand steps")
+    parser.add_argument("--seed", type=int, default=1, help="initial weights and dropout masks of both")
     parser.add_argument(
         "--eval-size", type=int, default=None, help="peer dev and both test sets (smoke runs)"
     )
@@ -184,8 +188,9 @@ def main() -> None:
     data = Dataset(data_dir)
     OUT.mkdir(parents=True, exist_ok=True)
     cfg = load_config(args.preset, overrides(args, data_dir))
-    hf_dir = initial_model(cfg, data, args.preset)
-    run = OUT / f"ours-{args.preset}"
+    name = args.preset + ("" if args.seed == 1 else f"-seed{args.seed}")
+    hf_dir = initial_model(cfg, data, name)
+    run = OUT / f"ours-{name}"
     ours = start_training(args.preset, overrides(args, data_dir), run)
     peer = peer_run(args, cfg, data, hf_dir, ensure_peers())
     if ours.wait() != 0:
@@ -197,15 +202,15 @@ def main() -> None:
         for h in state["state"]["history"]
     ]
     our_report = our_test(run, data, args.eval_size)
-    curves = HERE / f"mt_curves_{args.preset}.png"
-    plot(our_curve, peer["curve"], args.preset, curves)
+    curves = HERE / f"mt_curves_{name}.png"
+    plot(our_curve, peer["curve"], name, curves)
     n_test = len(data.splits["test"])
     lines = [
         f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
         "",
         f"Command: `python bench/mt.py --preset {args.preset} --minutes {args.minutes} "
         f"--curve-minutes {args.curve_minutes} "
-        f"--threads {args.threads} --warmup {args.warmup}`",
+        f"--threads {args.threads} --warmup {args.warmup} --seed {args.seed}`",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; each system one process with {args.threads} "
         f"thread(s), run side by side. Data: offline l10n En->De corpus "
@@ -230,7 +235,7 @@ def main() -> None:
             for a, b in zip(our_curve, peer["curve"], strict=False)
         ),
     ]
-    write_section(f"mt-{args.preset}", lines)
+    write_section(f"mt-{name}", lines)
     print("\n".join(lines))
 
 

@@ -60,7 +60,7 @@ def main() -> None:
     ours = start_training(args.preset, overrides, run)
     to_marian = {o: m for m, o in enumerate(marian_layout(data.src_vocab)[0])}
     split = data.splits["train"]
-    peer = Peer(ensure_peers(), "peer_mt.py", hf_dir, 1)
+    peer = Peer(ensure_peers(), "peer_mt.py", hf_dir, 1, "1")
     stream = iter(BatchSampler(padded_lengths(split), cfg.data.max_tokens, cfg.data.seed))
     hf_losses = []
     for step in range(1, args.steps + 1):

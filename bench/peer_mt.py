@@ -1,5 +1,7 @@
 """Peer side of the MT benchmark (runs in bench/.peers): train and decode a HF MarianMTModel.
 
+    peer_mt.py MODEL_DIR THREADS SEED   (SEED seeds the dropout masks)
+
 Requests, one JSON object per line:
   {"op": "train", "src": [[ids]], "tgt": [[ids]], "lr": x}  -> {"seconds": s, "loss": l}
   {"op": "decode", "src": [[ids]], "beam": k, "alpha": a, "max_new": n}  -> {"outputs": [[ids]]}
@@ -19,7 +21,7 @@ import transformers
 
 def main() -> None:
     torch.set_num_threads(int(sys.argv[2]))
-    torch.manual_seed(1)
+    torch.manual_seed(int(sys.argv[3]))
     model = transformers.MarianMTModel.from_pretrained(Path(sys.argv[1]))
     opt = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
     pad, start = model.config.pad_token_id, model.config.decoder_start_token_id
