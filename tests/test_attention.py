@@ -88,6 +88,26 @@ def test_cross_attention_matches_loop_and_torch():
     assert (ours - ref).abs().max() < 1e-5
 
 
+def test_beams_read_one_copy_of_the_memory_as_if_it_were_repeated():
+    mha = MultiHeadAttention(12, 3).eval()
+    with torch.no_grad():
+        mha.in_proj.bias.normal_()
+    beams, x, mem = 4, torch.randn(8, 2, 12), torch.randn(2, 7, 12)  # 2 sources x 4 beams
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[0, 5:] = True
+    repeated_pad = pad.repeat_interleave(beams, 0)
+    loop = naive_mha(mha, x, mem.repeat_interleave(beams, 0), repeated_pad, False)
+    for need_weights in (False, True):
+        ours, weights = mha(x, mem, mask=padding_mask(pad), need_weights=need_weights)
+        assert (ours - loop).abs().max() < 1e-5
+    _, repeated_weights = mha(
+        x, mem.repeat_interleave(beams, 0), mask=padding_mask(repeated_pad), need_weights=True
+    )
+    assert weights.shape == (8, 3, 2, 7) and (weights - repeated_weights).abs().max() < 1e-6
+    with pytest.raises(ValueError, match="cannot be grouped"):
+        mha(torch.randn(3, 2, 12), mem)
+
+
 def test_survey_eq47_masked_softmax_worked_example():
     scores = torch.tensor([[2, 0.1, 1, 1], [0, 0.9, 0.9, 0.9], [0.2, 0.8, 0.7, 2], [0.3, 1, 0.3, 3]])
     printed = [

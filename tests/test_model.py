@@ -69,7 +69,7 @@ def test_cache_reorder_follows_rows():
     cache = model.new_cache()
     model.decode(tgt[:, :3], memory, cache)
     swap = torch.tensor([1, 0])
-    cache.reorder(swap)
+    cache.reorder(swap, swap)
     step = model.decode(tgt[swap, 3:4], memory.select(swap), cache)
     assert torch.allclose(step[:, 0], model.decode(tgt[swap], memory.select(swap))[:, 3], atol=1e-5)
 

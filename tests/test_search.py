@@ -97,7 +97,7 @@ class Uncached:
 class _History:
     tokens = None
 
-    def reorder(self, index, cross=True):
+    def reorder(self, index, sources=None):
         self.tokens = self.tokens.index_select(0, index)
 
 

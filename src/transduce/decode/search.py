@@ -84,7 +84,7 @@ def greedy(
         if len(keep) < len(active):
             index = torch.tensor(keep, device=src.device)
             active, memory = active[index], memory.select(index)
-            cache.reorder(index)
+            cache.reorder(index, index)
             next_tokens = next_tokens[index]
         tokens = next_tokens[:, None]
     return [r for r in results if r is not None]
@@ -106,13 +106,13 @@ def beam_search(
 
     A sentence stops once it holds `nbest` finished hypotheses and no live beam can beat the
     worst of them even at the length limit (its log-probability can only fall). Finished
-    sentences leave the batch; beams of one sentence share cross-attention K/V, so beam
-    reordering touches only the self-attention cache.
+    sentences leave the batch. The encoder output and cross-attention K/V keep one row per
+    source, read by its k beams together (`grouped_attention`), so beam reordering touches
+    only the self-attention cache.
     """
     batch, k = src.shape[0], beam
     limits = length_limits(src, max_len_a, max_len_b)
-    rows = torch.arange(batch, device=src.device).repeat_interleave(k)
-    memory = model.encode(src, **(source or {})).select(rows)
+    memory = model.encode(src, **(source or {}))
     cache = model.new_cache()
     scores = torch.full((batch, k), -math.inf, device=src.device)
     scores[:, 0] = 0.0
@@ -157,9 +157,15 @@ def beam_search(
         if not still_active:
             break
         index = torch.tensor(new_rows, device=src.device)
-        cache.reorder(index, cross=len(still_active) != len(active))
         if len(still_active) != len(active):
-            memory = memory.select(index)
+            kept = set(still_active)
+            sources = torch.tensor(
+                [pos for pos, sent in enumerate(active) if sent in kept], device=src.device
+            )
+            memory = memory.select(sources)
+            cache.reorder(index, sources)
+        else:
+            cache.reorder(index)
         history = torch.cat(
             [history.index_select(0, index), torch.tensor(new_tokens, device=src.device)[:, None]], 1
         )

@@ -78,6 +78,38 @@ def scaled_dot_product(
     return dropped @ v, weights
 
 
+def grouped_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    score_mask: Tensor | None = None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Attention for g consecutive query rows per key row (the beams of one source).
+
+    q: (g * batch, heads, n, d_head); k, v: (batch, heads, m, d_head); masks have one row per
+    key row (or broadcast). Each source's g x n queries attend together, so beam search keeps
+    and reads one copy of the cross-attention keys/values per source instead of one per beam.
+    """
+    rows, h, n, dh = q.shape
+    batch = k.shape[0]
+    if rows % batch:
+        raise ValueError(f"{rows} query rows cannot be grouped over {batch} key rows")
+    for m in (mask, score_mask):
+        if m is not None and m.dim() == 4 and (m.shape[0] not in (1, batch) or m.shape[2] != 1):
+            raise ValueError(f"a grouped attention mask must be (batch or 1, _, 1, m), got {tuple(m.shape)}")
+    g = rows // batch
+
+    def ungroup(x: Tensor) -> Tensor:  # (batch, h, g * n, e) -> (g * batch, h, n, e)
+        return x.view(batch, h, g, n, x.shape[-1]).transpose(1, 2).reshape(rows, h, n, x.shape[-1])
+
+    grouped = q.view(batch, g, h, n, dh).transpose(1, 2).reshape(batch, h, g * n, dh)
+    out, weights = scaled_dot_product(grouped, k, v, mask, score_mask, dropout, need_weights)
+    return ungroup(out), ungroup(weights) if weights is not None else None
+
+
 def local_attention(
     q: Tensor, k: Tensor, v: Tensor, radius: int, key_bias: Tensor | None, dropout: float = 0.0
 ) -> Tensor:
@@ -171,7 +203,9 @@ class MultiHeadAttention(nn.Module):
         """Self-attention when memory is None, else cross-attention to memory.
 
         x: (batch, n, d). A KVCache appends this call's keys/values (self-attention);
-        a StaticKV stores the memory's keys/values on first use (cross-attention).
+        a StaticKV stores the memory's keys/values on first use (cross-attention). In
+        cross-attention x may hold g consecutive rows per memory row (beams): see
+        `grouped_attention`.
         """
         if memory is None:
             q, k, v = (self._split(t) for t in self.in_proj(x).chunk(3, dim=-1))
@@ -194,6 +228,7 @@ class MultiHeadAttention(nn.Module):
             n = q.shape[2]
             mask = combine_masks(mask, local_mask(n, n, self.local_radius, 0, q.device)).clone()
             mask.diagonal(dim1=-2, dim2=-1).zero_()  # as in local_attention: padding rows stay finite
-        out, weights = scaled_dot_product(q, k, v, mask, score_mask, p, need_weights)
+        attend = grouped_attention if memory is not None and q.shape[0] != k.shape[0] else scaled_dot_product
+        out, weights = attend(q, k, v, mask, score_mask, p, need_weights)
         b, _, n, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, n, self.d)), weights

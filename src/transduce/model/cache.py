@@ -100,15 +100,19 @@ class DecoderCache:
     def empty(cls, num_layers: int) -> DecoderCache:
         return cls([LayerCache() for _ in range(num_layers)])
 
-    def reorder(self, index: Tensor, cross: bool = True) -> None:
-        """Reorder rows. Beams of one sentence share cross K/V, so `cross=False` skips it."""
+    def reorder(self, index: Tensor, sources: Tensor | None = None) -> None:
+        """Select rows: `index` for per-row state, `sources` for the cross-attention K/V.
+
+        Beam search keeps one K/V row per source (its beams read it grouped), so reordering
+        beams leaves it alone (`sources=None`) and only dropping finished sources selects it.
+        """
         done: set[int] = set()
         for layer in self.layers:
             layer.self_kv.reorder(index)
             if layer.conv is not None:
                 layer.conv = layer.conv.index_select(0, index)
-            if cross and id(layer.cross_kv) not in done:  # steps of a UT share one StaticKV
-                layer.cross_kv.reorder(index)
+            if sources is not None and id(layer.cross_kv) not in done:  # UT steps share one StaticKV
+                layer.cross_kv.reorder(sources)
                 done.add(id(layer.cross_kv))
         self.extra = {k: v.index_select(0, index) for k, v in self.extra.items()}
 
