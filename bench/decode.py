@@ -6,8 +6,9 @@
 Builds a random-init model per preset (a sentencepiece vocabulary of 8000 learned on generated
 text; the BOS embedding zeroed, since CTranslate2 starts Marian decoders from zeros), exports it
 to a MarianMTModel directory, converts that to CTranslate2 (float32, int8) inside the peers' own
-venv (bench/.peers, created on first use), quantises ours to int8 (`--quantize int8`), and
-times batch-32 decoding of a fixed output length
+venv (bench/.peers, created on first use), packs ours for oneDNN (what `transduce translate`
+decodes with by default; the unpacked model is timed too) and quantises it to int8
+(`--quantize int8`), and times batch-32 decoding of a fixed output length
 (EOS blocked until then) with greedy and beam 4, alternating engines within each repetition.
 Medians go into bench/RESULTS.md (the decode section, replaced on each run).
 """
@@ -32,6 +33,7 @@ from transduce.data.vocab import BOS, EOS, SentencePieceVocab
 from transduce.decode.search import beam_search, greedy
 from transduce.interop.marian import export_marian, marian_layout
 from transduce.model import build_model
+from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8
 from transduce.train.checkpoint import save_checkpoint, state_tensors
 
@@ -129,23 +131,27 @@ def main() -> None:
     rows = []
     for preset in args.presets:
         model, vocab = build(preset, HERE / "out" / preset)
-        int8 = quantize_int8(model)
+        variants = {
+            "transduce": pack_for_cpu(model),
+            "transduce-unpacked": model,
+            "transduce-int8": quantize_int8(model),
+        }
         text = synthetic_text(args.batch, seed=7)
         src = [[*vocab.encode(t)[:40], EOS] for t in text]
         to_marian = {ours: m for m, ours in enumerate(marian_layout(vocab)[0])}
         peer = Peer(python, "peer.py", HERE / "out" / preset / "hf", args.threads)
         for beam in (1, 4):
-            engines = ("transduce", "transduce-int8", "hf", "ct2", "ct2-int8")
+            engines = (*variants, "hf", "ct2", "ct2-int8")
             times: dict[str, list[float]] = {e: [] for e in engines}
             outputs: dict[str, list] = {}
-            ours(model, src, beam, args.length)  # warm-up
-            ours(int8, src, beam, args.length)
+            for variant in variants.values():  # warm-up
+                ours(variant, src, beam, args.length)
             for engine in ("hf", "ct2", "ct2-int8"):
                 peer.request({"engine": engine, "beam": beam, "src": src, "length": args.length})
             for _ in range(args.reps):
                 for engine in times:
-                    if engine.startswith("transduce"):
-                        res = ours(int8 if engine.endswith("int8") else model, src, beam, args.length)
+                    if engine in variants:
+                        res = ours(variants[engine], src, beam, args.length)
                         res["outputs"] = [[to_marian[t] for t in row] for row in res["outputs"]]
                     else:
                         marian_src = [[to_marian[t] for t in s] for s in src]
@@ -179,8 +185,10 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
         f"Machine: {platform.processor() or platform.machine()}, {args.threads} threads, "
         f"torch {torch.__version__}, Python {platform.python_version()}.  ",
         f"Batch {args.batch}, {args.length} output tokens per sentence (EOS blocked), random-init "
-        "weights exported to Marian; median of interleaved repetitions. transduce-int8 is "
-        "`--quantize int8`; its tokens are compared with HF's float32 ones.",
+        "weights exported to Marian; median of interleaved repetitions. transduce is float32 with "
+        "weights pre-packed for oneDNN (the default of `transduce translate`), transduce-unpacked "
+        "the same model on plain `linear`; transduce-int8 is `--quantize int8`, its tokens compared "
+        "with HF's float32 ones.",
         "",
         "| preset | search | engine | s/batch | sentences/s | tokens/s | vs HF | same tokens as HF |",
         "|---|---|---|---|---|---|---|---|",

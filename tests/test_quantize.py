@@ -9,7 +9,8 @@ from transduce.config import load_config
 from transduce.decode.search import beam_search
 from transduce.model import build_model
 from transduce.model.attention import FusedQKV
-from transduce.model.quantize import SplitQKV, quantize_int8
+from transduce.model.linears import SplitQKV
+from transduce.model.quantize import quantize_int8
 
 
 def small_model():

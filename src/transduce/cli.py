@@ -357,26 +357,34 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
 
 Quantize = Annotated[
     str,
-    typer.Option(help="none, or int8: dynamic int8 quantisation of the linear layers (CPU decoding)."),
+    typer.Option(
+        help="none (float32; on CPU with weights pre-packed for oneDNN), or int8: dynamic int8 "
+        "quantisation of the linear layers (CPU decoding)."
+    ),
 ]
 
 
-def _load(checkpoint: Path, quantize: str = "none") -> LoadedModel:
+def _load(checkpoint: Path) -> LoadedModel:
     """The model behind a checkpoint or run directory, or a clear error and exit status 2."""
     from .inference import load_model
     from .train.checkpoint import CheckpointError
 
-    if quantize not in ("none", "int8"):
-        fail(f"--quantize {quantize!r}: allowed: none, int8")
     try:
-        loaded = load_model(checkpoint)
+        return load_model(checkpoint)
     except CheckpointError as exc:
         fail(str(exc))
         raise
-    if quantize == "int8":
-        from .model.quantize import quantize_int8
 
-        loaded.model = quantize_int8(loaded.model)
+
+def _load_for_decoding(checkpoint: Path, quantize: str) -> LoadedModel:
+    """`_load`, then int8 quantisation or (float32) weights pre-packed for the CPU kernels."""
+    from .model.packed import pack_for_cpu
+    from .model.quantize import quantize_int8
+
+    if quantize not in ("none", "int8"):
+        fail(f"--quantize {quantize!r}: allowed: none, int8")
+    loaded = _load(checkpoint)
+    loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
     return loaded
 
 
@@ -424,7 +432,7 @@ def translate(
 
     if threads:
         torch.set_num_threads(threads)
-    loaded = _load(checkpoint, quantize)
+    loaded = _load_for_decoding(checkpoint, quantize)
     opts = _decode_options(
         loaded.config.decode,
         beam=beam,
@@ -530,7 +538,7 @@ def evaluate(
     if checkpoint is None:
         fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         return
-    loaded = _load(checkpoint, quantize)
+    loaded = _load_for_decoding(checkpoint, quantize)
     opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
     from .decode.translate import decode_all
 
@@ -590,7 +598,7 @@ def _evaluate_parse(
             from .decode.translate import decode_all
             from .parsing import score_outputs
 
-            loaded = _load(checkpoint, quantize)
+            loaded = _load_for_decoding(checkpoint, quantize)
             if loaded.meta.get("data_kind") != "parse":
                 fail(f"{checkpoint} is not a parsing model (it was not trained on `prepare --task parse`)")
             opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
@@ -808,7 +816,7 @@ def serve(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = _load(checkpoint, quantize)
+    loaded = _load_for_decoding(checkpoint, quantize)
     try:
         application = create_app(
             loaded, Limits(max_segments, max_chars, max_batch_tokens, max_wait_ms, batching), key
