@@ -56,14 +56,18 @@ def test_label_smoothing_gradient_matches_pytorch_cross_entropy():
     target[0, 3:] = pad
     ours = torch.randn(3, 5, vocab, requires_grad=True)
     reference = ours.detach().clone().requires_grad_(True)
-    label_smoothed_loss(ours, target, eps, pad)[0].backward()
-    torch.nn.functional.cross_entropy(
+    smoothed, nll = label_smoothed_loss(ours, target, eps, pad)
+    assert not nll.requires_grad
+    (0.5 * smoothed).backward()  # an upstream gradient other than 1 (loss normalisation)
+    reference_loss = torch.nn.functional.cross_entropy(
         reference.reshape(-1, vocab),
         target.reshape(-1),
         ignore_index=pad,
         label_smoothing=eps,
         reduction="sum",
-    ).backward()
+    )
+    (0.5 * reference_loss).backward()
+    assert smoothed.item() == pytest.approx(reference_loss.item(), rel=1e-6)
     assert torch.allclose(ours.grad, reference.grad, atol=1e-6)
     assert ours.grad[target.eq(pad)].abs().max() == 0
 
