@@ -14,6 +14,11 @@ penalty, |Y|^alpha). sacrebleu signatures, a table and bench/mt_curves_<preset>.
 RESULTS.md (section mt-<preset>). --seed replicates the run with other initial weights and
 dropout masks (train.seed for transduce, torch.manual_seed for the peer; the batches stay the
 same); a seed other than 1 writes its own section, curves and run directory (suffix -seed<N>).
+
+A killed run resumes at its first unfinished phase: a finished transduce run (bench/out/mt/
+ours-<name>, same configuration, budget spent) is not retrained, and the peer's trained weights
+and learning curve are kept in bench/out/mt/peer-<name> (written atomically after its training)
+so only the test decoding is redone. Delete those folders to train again.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from results import write_section
 
 from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
-from transduce.data.dataset import Dataset
+from transduce.data.dataset import Dataset, atomic_directory
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.translate import decode_all
@@ -91,53 +96,95 @@ def start_training(preset: str, settings: list[str], run: Path) -> subprocess.Po
     )
 
 
-def peer_run(args, cfg, data: Dataset, hf_dir: Path, python: Path) -> dict:
-    """Drive the peer through the same batches for the same training time."""
-    to_marian = {ours: m for m, ours in enumerate(marian_layout(data.src_vocab)[0])}
-    from_marian = {m: ours for ours, m in to_marian.items()}
+def peer_train(args, cfg, data: Dataset, hf_dir: Path, python: Path, keep: Path) -> dict:
+    """Drive the peer through the same batches for the same training time; keep its weights and
+    dev curve in `keep` (atomically) and return the curve and step count."""
     split = data.splits["train"]
     sampler = BatchSampler(padded_lengths(split), cfg.data.max_tokens, cfg.data.seed)
     dev = data.splits["dev"]
-    n_dev, n_test = (min(args.eval_size or len(s), len(s)) for s in (dev, data.splits["test"]))
-    dev_src = [[to_marian[t] for t in dev.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(n_dev)]
+    n_dev = min(args.eval_size or len(dev), len(dev))
     peer = Peer(python, "peer_mt.py", hf_dir, args.threads, str(args.seed))
-
-    def decode(sources: list[list[int]], beam: int, alpha: float) -> list[str]:
-        outputs = []
-        for start in range(0, len(sources), 64):
-            chunk = sources[start : start + 64]
-            res = peer.request({"op": "decode", "src": chunk, "beam": beam, "alpha": alpha, "max_new": 100})
-            outputs += res["outputs"]
-        return [data.tgt_vocab.decode([from_marian[t] for t in o]) for o in outputs]
-
+    marian = MarianIds(data)
+    dev_src = marian.sources(dev, n_dev)
     refs = [data.tgt_vocab.decode(dev.pair(i)[1].tolist()) for i in range(n_dev)]
     seconds, step, curve, next_eval = 0.0, 0, [], args.curve_minutes * 60
     stream = iter(sampler)
     while seconds < args.minutes * 60:
-        batch = next(stream)
-        pairs = [split.pair(i) for i in batch]
+        pairs = [split.pair(i) for i in next(stream)]
         step += 1
         lr = inverse_sqrt_lr(step, cfg.model.d_model, cfg.train.warmup, cfg.train.lr_scale)
         res = peer.request(
             {
                 "op": "train",
-                "src": [[to_marian[t] for t in s.tolist()] + [to_marian[EOS]] for s, _ in pairs],
-                "tgt": [[to_marian[t] for t in t_.tolist()] + [to_marian[EOS]] for _, t_ in pairs],
+                "src": [marian.ids(s) for s, _ in pairs],
+                "tgt": [marian.ids(t) for _, t in pairs],
                 "lr": lr,
             }
         )
         seconds += res["seconds"]
         if seconds >= next_eval or seconds >= args.minutes * 60:
-            bleu = corpus_scores(decode(dev_src, 1, 0.0), refs).bleu
+            bleu = corpus_scores(marian.decode(peer, dev_src, 1, 0.0), refs).bleu
             curve.append({"train_minutes": seconds / 60, "step": step, "dev_bleu": bleu})
             print("peer", curve[-1], flush=True)
             next_eval += args.curve_minutes * 60
-    test = data.splits["test"]
-    test_src = [[to_marian[t] for t in test.pair(i)[0].tolist()] + [to_marian[EOS]] for i in range(n_test)]
-    test_refs = [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n_test)]
-    report = corpus_scores(decode(test_src, 4, 0.6), test_refs)
+    result = {"curve": curve, "steps": step, "args": vars(args)}
+    with atomic_directory(keep) as tmp:
+        peer.request({"op": "save", "dir": str(tmp)})
+        (tmp / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     peer.close()
-    return {"curve": curve, "steps": step, "test": report}
+    return result
+
+
+def peer_test(args, data: Dataset, keep: Path, python: Path) -> object:
+    """Beam-4 test scores of the peer's trained weights."""
+    test = data.splits["test"]
+    n_test = min(args.eval_size or len(test), len(test))
+    marian = MarianIds(data)
+    peer = Peer(python, "peer_mt.py", keep, args.threads, str(args.seed))
+    outputs = marian.decode(peer, marian.sources(test, n_test), 4, 0.6)
+    peer.close()
+    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n_test)])
+
+
+class MarianIds:
+    """Our token ids <-> the exported MarianMTModel's (its vocabulary puts EOS and PAD first)."""
+
+    def __init__(self, data: Dataset) -> None:
+        self.to_marian = {ours: m for m, ours in enumerate(marian_layout(data.src_vocab)[0])}
+        self.from_marian = {m: ours for ours, m in self.to_marian.items()}
+        self.vocab = data.tgt_vocab
+
+    def ids(self, tokens: torch.Tensor) -> list[int]:
+        return [self.to_marian[t] for t in tokens.tolist()] + [self.to_marian[EOS]]
+
+    def sources(self, split, n: int) -> list[list[int]]:
+        return [self.ids(split.pair(i)[0]) for i in range(n)]
+
+    def decode(self, peer: Peer, sources: list[list[int]], beam: int, alpha: float) -> list[str]:
+        outputs = []
+        for start in range(0, len(sources), 64):
+            chunk = sources[start : start + 64]
+            res = peer.request({"op": "decode", "src": chunk, "beam": beam, "alpha": alpha, "max_new": 100})
+            outputs += res["outputs"]
+        return [self.vocab.decode([self.from_marian[t] for t in o]) for o in outputs]
+
+
+def reusable_peer(keep: Path, args: argparse.Namespace) -> dict | None:
+    """The kept peer result of an earlier run with the same arguments, if there is one."""
+    result = keep / "result.json"
+    if not result.exists():
+        return None
+    kept = json.loads(result.read_text(encoding="utf-8"))
+    return kept if kept["args"] == vars(args) else None
+
+
+def finished_run(run: Path, cfg) -> bool:
+    """Whether `run` holds a transduce run with this configuration whose budget is spent."""
+    if not (run / "checkpoints").is_dir() or not step_checkpoints(run / "checkpoints"):
+        return False
+    meta = json.loads((step_checkpoints(run / "checkpoints")[-1] / "config.json").read_text(encoding="utf-8"))
+    spent = meta.get("metrics", {}).get("train_minutes", 0.0) >= cfg.train.max_minutes
+    return spent and meta["config"] == cfg.model_dump(mode="json")
 
 
 def our_test(run: Path, data: Dataset, size: int | None) -> object:
@@ -190,11 +237,13 @@ def main() -> None:
     cfg = load_config(args.preset, overrides(args, data_dir))
     name = args.preset + ("" if args.seed == 1 else f"-seed{args.seed}")
     hf_dir = initial_model(cfg, data, name)
-    run = OUT / f"ours-{name}"
-    ours = start_training(args.preset, overrides(args, data_dir), run)
-    peer = peer_run(args, cfg, data, hf_dir, ensure_peers())
-    if ours.wait() != 0:
+    run, keep = OUT / f"ours-{name}", OUT / f"peer-{name}"
+    ours = None if finished_run(run, cfg) else start_training(args.preset, overrides(args, data_dir), run)
+    python = ensure_peers()
+    peer = reusable_peer(keep, args) or peer_train(args, cfg, data, hf_dir, python, keep)
+    if ours is not None and ours.wait() != 0:
         sys.exit(f"our training failed; see {run / 'train.log'}")
+    peer_report = peer_test(args, data, keep, python)
     last = step_checkpoints(run / "checkpoints")[-1]
     state = json.loads((last / "trainer.json").read_text())
     our_curve = [
@@ -222,7 +271,7 @@ def main() -> None:
         "| system | steps | test BLEU | test chrF |",
         "|---|---|---|---|",
         f"| transduce | {our_curve[-1]['step']} | {our_report.bleu:.2f} | {our_report.chrf:.2f} |",
-        f"| HF MarianMTModel | {peer['steps']} | {peer['test'].bleu:.2f} | {peer['test'].chrf:.2f} |",
+        f"| HF MarianMTModel | {peer['steps']} | {peer_report.bleu:.2f} | {peer_report.chrf:.2f} |",
         "",
         f"BLEU signature: `{our_report.bleu_signature}`. Learning curves (dev BLEU, greedy, against "
         f"training minutes): bench/{curves.name}.",

@@ -5,6 +5,7 @@
 Requests, one JSON object per line:
   {"op": "train", "src": [[ids]], "tgt": [[ids]], "lr": x}  -> {"seconds": s, "loss": l}
   {"op": "decode", "src": [[ids]], "beam": k, "alpha": a, "max_new": n}  -> {"outputs": [[ids]]}
+  {"op": "save", "dir": path}  -> {"saved": path}   (safetensors weights and config, to reuse)
 A train step is the recipe transduce uses: label-smoothed (0.1) cross entropy summed over
 non-pad targets and divided by their count, backward, Adam (0.9, 0.98, 1e-9) at the given lr.
 """
@@ -28,6 +29,10 @@ def main() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
+        if req["op"] == "save":
+            model.save_pretrained(req["dir"])
+            print(json.dumps({"saved": req["dir"]}), flush=True)
+            continue
         width = max(len(s) for s in req["src"])
         src = torch.tensor([s + [pad] * (width - len(s)) for s in req["src"]])
         if req["op"] == "train":
