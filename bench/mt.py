@@ -101,12 +101,10 @@ def peer_train(args, cfg, data: Dataset, hf_dir: Path, python: Path, keep: Path)
     dev curve in `keep` (atomically) and return the curve and step count."""
     split = data.splits["train"]
     sampler = BatchSampler(padded_lengths(split), cfg.data.max_tokens, cfg.data.seed)
-    dev = data.splits["dev"]
-    n_dev = min(args.eval_size or len(dev), len(dev))
     peer = Peer(python, "peer_mt.py", hf_dir, args.threads, str(args.seed))
     marian = MarianIds(data)
-    dev_src = marian.sources(dev, n_dev)
-    refs = [data.tgt_vocab.decode(dev.pair(i)[1].tolist()) for i in range(n_dev)]
+    refs = references(data, "dev", args.eval_size)
+    dev_src = marian.sources(data.splits["dev"], len(refs))
     seconds, step, curve, next_eval = 0.0, 0, [], args.curve_minutes * 60
     stream = iter(sampler)
     while seconds < args.minutes * 60:
@@ -135,15 +133,20 @@ def peer_train(args, cfg, data: Dataset, hf_dir: Path, python: Path, keep: Path)
     return result
 
 
-def peer_test(args, data: Dataset, keep: Path, python: Path) -> object:
-    """Beam-4 test scores of the peer's trained weights."""
-    test = data.splits["test"]
-    n_test = min(args.eval_size or len(test), len(test))
+def peer_test(args, data: Dataset, keep: Path, python: Path, refs: list[str]) -> object:
+    """Beam-4 scores of the peer's trained weights on the first len(refs) test pairs."""
     marian = MarianIds(data)
     peer = Peer(python, "peer_mt.py", keep, args.threads, str(args.seed))
-    outputs = marian.decode(peer, marian.sources(test, n_test), 4, 0.6)
+    outputs = marian.decode(peer, marian.sources(data.splits["test"], len(refs)), 4, 0.6)
     peer.close()
-    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n_test)])
+    return corpus_scores(outputs, refs)
+
+
+def references(data: Dataset, split: str, size: int | None) -> list[str]:
+    """The first `size` (all when None) target sentences of a split, as text."""
+    pairs = data.splits[split]
+    n = min(size or len(pairs), len(pairs))
+    return [data.tgt_vocab.decode(pairs.pair(i)[1].tolist()) for i in range(n)]
 
 
 class MarianIds:
@@ -180,21 +183,22 @@ def reusable_peer(keep: Path, args: argparse.Namespace) -> dict | None:
 
 def finished_run(run: Path, cfg) -> bool:
     """Whether `run` holds a transduce run with this configuration whose budget is spent."""
-    if not (run / "checkpoints").is_dir() or not step_checkpoints(run / "checkpoints"):
+    saved = step_checkpoints(run / "checkpoints") if (run / "checkpoints").is_dir() else []
+    if not saved:
         return False
-    meta = json.loads((step_checkpoints(run / "checkpoints")[-1] / "config.json").read_text(encoding="utf-8"))
+    meta = json.loads((saved[-1] / "config.json").read_text(encoding="utf-8"))
     spent = meta.get("metrics", {}).get("train_minutes", 0.0) >= cfg.train.max_minutes
     return spent and meta["config"] == cfg.model_dump(mode="json")
 
 
-def our_test(run: Path, data: Dataset, size: int | None) -> object:
+def our_test(run: Path, data: Dataset, refs: list[str]) -> object:
+    """Scores of our trained run (its decode settings: beam 4) on the first len(refs) test pairs."""
     loaded = load_model(run)
     test = data.splits["test"]
-    n = min(size or len(test), len(test))
-    sources = [test.pair(i)[0].tolist() for i in range(n)]
+    sources = [test.pair(i)[0].tolist() for i in range(len(refs))]
     hyps = decode_all(loaded.model, sources, loaded.config.decode)
     outputs = [data.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
-    return corpus_scores(outputs, [data.tgt_vocab.decode(test.pair(i)[1].tolist()) for i in range(n)])
+    return corpus_scores(outputs, refs)
 
 
 def plot(ours: list[dict], peer: list[dict], preset: str, path: Path) -> None:
@@ -243,17 +247,17 @@ def main() -> None:
     peer = reusable_peer(keep, args) or peer_train(args, cfg, data, hf_dir, python, keep)
     if ours is not None and ours.wait() != 0:
         sys.exit(f"our training failed; see {run / 'train.log'}")
-    peer_report = peer_test(args, data, keep, python)
+    test_refs = references(data, "test", args.eval_size)
+    peer_report = peer_test(args, data, keep, python, test_refs)
     last = step_checkpoints(run / "checkpoints")[-1]
     state = json.loads((last / "trainer.json").read_text())
     our_curve = [
         {"train_minutes": h["train_minutes"], "step": h["step"], "dev_bleu": h["dev_bleu"]}
         for h in state["state"]["history"]
     ]
-    our_report = our_test(run, data, args.eval_size)
+    our_report = our_test(run, data, test_refs)
     curves = HERE / f"mt_curves_{name}.png"
     plot(our_curve, peer["curve"], name, curves)
-    n_test = len(data.splits["test"])
     lines = [
         f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
         "",
@@ -266,7 +270,7 @@ def main() -> None:
         f"({len(data.splits['train'])} training pairs after filtering), shared BPE 8000. "
         f"`{args.preset}` preset, same initial weights, same batches, "
         f"same recipe, {args.minutes} minutes of training time each. "
-        f"Test: {min(args.eval_size or n_test, n_test)} pairs, beam 4.",
+        f"Test: {len(test_refs)} pairs, beam 4.",
         "",
         "| system | steps | test BLEU | test chrF |",
         "|---|---|---|---|",
