@@ -78,8 +78,9 @@ def build(preset: str, out: Path) -> tuple[torch.nn.Module, SentencePieceVocab]:
             cfg,
             {"src_vocab_size": len(vocab), "tgt_vocab_size": len(vocab), "shared_vocab": True},
             [vocab_file],
+            force=True,  # the benchmark's own scratch folder
         )
-        export_marian(out / "ckpt", out / "hf")
+        export_marian(out / "ckpt", out / "hf", force=True)
     return model, vocab
 
 

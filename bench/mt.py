@@ -40,11 +40,12 @@ from results import write_section
 
 from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
-from transduce.data.dataset import Dataset, atomic_directory
+from transduce.data.dataset import Dataset
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.translate import decode_all
 from transduce.evaluate import corpus_scores
+from transduce.fileio import atomic_directory
 from transduce.inference import load_model
 from transduce.interop.marian import export_marian, marian_layout
 from transduce.model import build_model
@@ -81,8 +82,8 @@ def initial_model(cfg, data: Dataset, name: str) -> Path:
         "tgt_vocab_size": len(data.tgt_vocab),
         "shared_vocab": True,
     }
-    save_checkpoint(OUT / f"init-{name}", state_tensors(model), cfg, meta, vocab_files(data.dir))
-    export_marian(OUT / f"init-{name}", OUT / f"init-{name}-hf")
+    save_checkpoint(OUT / f"init-{name}", state_tensors(model), cfg, meta, vocab_files(data.dir), force=True)
+    export_marian(OUT / f"init-{name}", OUT / f"init-{name}-hf", force=True)  # the benchmark's scratch
     return OUT / f"init-{name}-hf"
 
 
@@ -126,7 +127,7 @@ def peer_train(args, cfg, data: Dataset, hf_dir: Path, python: Path, keep: Path)
             print("peer", curve[-1], flush=True)
             next_eval += args.curve_minutes * 60
     result = {"curve": curve, "steps": step, "args": vars(args)}
-    with atomic_directory(keep) as tmp:
+    with atomic_directory(keep, "bench mt", force=True) as tmp:
         peer.request({"op": "save", "dir": str(tmp)})
         (tmp / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     peer.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -37,7 +37,16 @@ Overrides = Annotated[
 ]
 
 
-def fail(message: str) -> None:
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace -o even if it is a file, a link or a directory this command did not write.",
+    ),
+]
+
+
+def fail(message: str) -> NoReturn:
     """Print a clear error and exit with status 2 (no traceback for user errors)."""
     console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -148,13 +157,19 @@ def prepare(
         list[str] | None,
         typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
     ] = None,
+    force: Force = False,
 ) -> None:
-    """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date)."""
+    """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
+
+    -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
+    (a file, a foreign or non-empty directory, a link) needs --force, and an -o that contains or
+    lies inside an input file is always refused."""
     from .config import load_config
     from .data.corpus import CorpusError
     from .data.dataset import prepare_task
     from .data.prepare import PrepareOptions, prepare_parse, prepare_text
     from .data.source import SourceFormat
+    from .fileio import OutputError
 
     if (
         empty not in ("skip", "reject")
@@ -167,7 +182,7 @@ def prepare(
             if data_dir is None:
                 fail("--task parse needs a DATA_DIR with train/dev treebank files")
                 return
-            report = prepare_parse(data_dir, out, trees, max_len)
+            report = prepare_parse(data_dir, out, trees, max_len, force=force)
             if report["up_to_date"]:
                 console.print(f"{out} is up to date with its inputs; nothing to do")
             for name, r in report.get("splits", {}).items():
@@ -175,7 +190,7 @@ def prepare(
             return
         if task is not None:
             cfg = load_config("small", [f"data.task={task}", *(overrides or [])])
-            dataset = prepare_task(cfg.data, out)
+            dataset = prepare_task(cfg.data, out, force=force)
             console.print(
                 f"{task}: "
                 + ", ".join(f"{k} {v}" for k, v in dataset.meta["sizes"].items())
@@ -197,8 +212,8 @@ def prepare(
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
             control=control,
         )
-        report = prepare_text(data_dir, out, opts)
-    except (CorpusError, ConfigError, ValueError) as exc:
+        report = prepare_text(data_dir, out, opts, force=force)
+    except (CorpusError, ConfigError, OutputError, ValueError) as exc:
         fail(str(exc))
         return
     if report["up_to_date"]:
@@ -229,6 +244,7 @@ def train(
     """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes."""
     from .config import load_config
     from .data.dataset import DatasetError
+    from .fileio import OutputError
     from .train.trainer import Trainer, TrainingError, setup_distributed
 
     try:
@@ -243,7 +259,7 @@ def train(
     try:
         trainer = Trainer(cfg, run, env, show_progress=progress)
         metrics = trainer.fit(resume=resume)
-    except (ConfigError, DatasetError, TrainingError) as exc:
+    except (ConfigError, DatasetError, TrainingError, OutputError) as exc:
         fail(str(exc))
         return
     if env.main:
@@ -283,8 +299,13 @@ def average(
         int | None, typer.Option(help="Average the last K checkpoints of --run-dir instead.")
     ] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Run directory for --last.")] = None,
+    force: Force = False,
 ) -> None:
-    """Average checkpoint parameters (the paper: last 5 for base, last 20 for big)."""
+    """Average checkpoint parameters (the paper: last 5 for base, last 20 for big).
+
+    The checkpoints must share architecture and vocabularies. The output records which
+    checkpoints (and steps) it averages; an existing -o is replaced only if `average` wrote it."""
+    from .fileio import OutputError, check_output_dir
     from .inference import write_model_checkpoint
     from .train.average import average_checkpoints, last_checkpoints
     from .train.checkpoint import CheckpointError
@@ -293,16 +314,22 @@ def average(
         if last is not None:
             if run_dir is None:
                 fail("--last needs --run-dir")
-                return
             paths = last_checkpoints(run_dir, last)
+            if len(paths) < last:
+                console.print(
+                    f"[yellow]warning:[/] --last {last}: {run_dir} has only {len(paths)} checkpoints; "
+                    f"averaging {len(paths)}",
+                    highlight=False,
+                )
         else:
             paths = list(checkpoints or [])
+        check_output_dir(out, "average", paths, force)
         averaged = average_checkpoints(paths)
-        write_model_checkpoint(out, averaged)
-    except CheckpointError as exc:
+        write_model_checkpoint(out, averaged, "average", tuple(paths), force)
+    except (CheckpointError, OutputError) as exc:
         fail(str(exc))
-        return
-    console.print(f"averaged {len(paths)} checkpoints into {out}")
+    steps = ", ".join(str(a["step"]) for a in averaged.meta["averaged_from"])
+    console.print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
 
 
 def _decode_options(cfg: DecodeConfig, **given: object) -> DecodeConfig:
@@ -341,18 +368,24 @@ def _read_input(path: Path | None) -> list[str]:
         raise
 
 
-def _write_output(path: Path | None, lines: list[str]) -> None:
-    import os
-    import sys
+def _check_output(path: Path | None) -> None:
+    """Refuse an unwritable -o before any decoding is spent on it."""
+    from .fileio import OutputError, check_output_file
 
-    text = "".join(line + "\n" for line in lines)
-    if path is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        if path is not None:
+            check_output_file(path)
+    except OutputError as exc:
+        fail(str(exc))
+
+
+def _write_output(path: Path | None, lines: list[str]) -> None:
+    from .fileio import OutputError, write_output_file
+
+    try:
+        write_output_file(path, "".join(line + "\n" for line in lines))
+    except (OutputError, OSError) as exc:
+        fail(f"cannot write {path}: {exc}")
 
 
 Quantize = Annotated[
@@ -395,7 +428,13 @@ def translate(
     ],
     input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file; default stdin.")] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Output file (written atomically); default stdout.")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Output file (a regular file is replaced atomically; links are followed; devices and "
+            "pipes are written through); default or '-': stdout.",
+        ),
     ] = None,
     beam: Annotated[
         int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")
@@ -432,6 +471,7 @@ def translate(
 
     if threads:
         torch.set_num_threads(threads)
+    _check_output(output)
     loaded = _load_for_decoding(checkpoint, quantize)
     opts = _decode_options(
         loaded.config.decode,
@@ -732,13 +772,17 @@ def import_marian_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint directory to write.")] = Path(
         "imported"
     ),
+    force: Force = False,
 ) -> None:
-    """Import a MarianMTModel (e.g. an OPUS-MT model) as a transduce checkpoint."""
+    """Import a MarianMTModel (e.g. an OPUS-MT model) as a transduce checkpoint.
+
+    An existing -o is replaced only if `import marian` wrote it (else --force)."""
+    from .fileio import OutputError
     from .interop.marian import MarianError, import_marian
 
     try:
-        cfg = import_marian(hf_dir, out)
-    except MarianError as exc:
+        cfg = import_marian(hf_dir, out, force)
+    except (MarianError, OutputError) as exc:
         fail(str(exc))
         return
     console.print(
@@ -758,8 +802,12 @@ def export_cmd(
     quantization: Annotated[
         str, typer.Option(help="ctranslate2 weights: float32, int8, int8_float32, int16, float16, ...")
     ] = "float32",
+    force: Force = False,
 ) -> None:
-    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout)."""
+    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout).
+
+    An existing -o is replaced only if `export` wrote it (else --force)."""
+    from .fileio import OutputError
     from .interop.ctranslate2 import QUANTIZATIONS, export_ctranslate2
     from .interop.marian import MarianError, export_marian
     from .train.checkpoint import CheckpointError
@@ -770,10 +818,10 @@ def export_cmd(
         fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
     try:
         if format == "marian":
-            export_marian(checkpoint, out)
+            export_marian(checkpoint, out, force)
         else:
-            export_ctranslate2(checkpoint, out, quantization)
-    except (MarianError, CheckpointError) as exc:
+            export_ctranslate2(checkpoint, out, quantization, force)
+    except (MarianError, CheckpointError, OutputError) as exc:
         fail(str(exc))
         return
     console.print(f"exported {checkpoint} to {out} ({format})")

@@ -73,9 +73,13 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
     return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, ck.meta, factor_vocabs)
 
 
-def write_model_checkpoint(out: Path, ck: Checkpoint) -> None:
+def write_model_checkpoint(
+    out: Path, ck: Checkpoint, command: str, inputs: tuple[Path, ...] = (), force: bool = False
+) -> None:
     """Write a decoding-only checkpoint (weights, config, vocabularies) from loaded parts."""
-    save_checkpoint(out, ck.weights, ck.config, ck.meta, vocab_files(ck.path))
+    save_checkpoint(
+        out, ck.weights, ck.config, ck.meta, vocab_files(ck.path), command=command, inputs=inputs, force=force
+    )
 
 
 def encode_inputs(

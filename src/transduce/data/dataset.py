@@ -10,15 +10,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import DataConfig
+from ..fileio import atomic_directory
 from .source import SourceAnnotation
 from .vocab import SentencePieceVocab, SymbolVocab, load_vocab
 
@@ -165,24 +163,6 @@ def is_up_to_date(out: Path, digest: str) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def atomic_directory(final: Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces `final` only if the block completes."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-        old = final.parent / f".{final.name}.old-{os.getpid()}"
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def write_dataset(
     out: Path,
     splits: dict[str, Split],
@@ -191,10 +171,13 @@ def write_dataset(
     meta: dict,
     texts: dict[str, list[str]] | None = None,
     vocabs: dict[str, SymbolVocab] | None = None,
+    inputs: tuple[Path, ...] = (),
+    force: bool = False,
 ) -> None:
     """Write splits, vocabularies (plus `vocabs`: prefix -> vocabulary), `texts` (file name ->
-    lines) and meta.json (last), atomically."""
-    with atomic_directory(out) as tmp:
+    lines) and meta.json (last), atomically; `out` is checked against `inputs` and replaced only
+    if `prepare` wrote it (or `force`)."""
+    with atomic_directory(out, "prepare", inputs, force) as tmp:
         for prefix, vocab in (vocabs or {}).items():
             vocab.save(tmp / prefix)
         for name, lines in (texts or {}).items():
@@ -214,7 +197,7 @@ def write_dataset(
         (tmp / "meta.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
 
 
-def prepare_task(cfg: DataConfig, out: Path) -> Dataset:
+def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
     """Write the generated task's splits as a dataset (a no-op when already up to date)."""
     from .tasks import SPLITS, generate_split, task_symbols
 
@@ -235,5 +218,5 @@ def prepare_task(cfg: DataConfig, out: Path) -> Dataset:
             "src_vocab_size": len(vocab),
             "tgt_vocab_size": len(vocab),
         }
-        write_dataset(out, splits, vocab, None, meta)
+        write_dataset(out, splits, vocab, None, meta, force=force)
     return Dataset(out)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
+from ..fileio import check_output_dir
 from .corpus import CorpusError, ReadStats, read_parallel
 from .dataset import Split, content_hash, is_up_to_date, write_dataset
 from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
@@ -99,8 +100,17 @@ def _bracket_symbols(sides: list[_SourceSide]) -> list[str]:
     return sorted({w for side in sides for ws in side.words for w in ws if len(w) > 1 and w[0] in "()"})
 
 
-def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True) -> dict:
-    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`."""
+def _no_empty_split(name: str, pairs: int, where: str) -> None:
+    """A split with no usable example would only fail later, at the first validation."""
+    if pairs == 0:
+        raise CorpusError(f"{where}: the {name} split has no usable examples (empty, or all lines skipped)")
+
+
+def prepare_text(
+    data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True, force: bool = False
+) -> dict:
+    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`;
+    `out` is replaced only if `prepare` wrote it before (or `force`)."""
     fmt = opts.source
     names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{opts.src}").exists()]
     files = [data_dir / f"{n}.{side}" for n in names for side in (opts.src, opts.tgt)]
@@ -112,6 +122,7 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
     digest = content_hash(files, asdict(opts))
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
+    check_output_dir(out, "prepare", files, force)
     report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
     texts = {
         n: read_parallel(
@@ -119,6 +130,8 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
         )
         for n in names
     }
+    for name, (_, tgt, _) in texts.items():
+        _no_empty_split(name, len(tgt), f"{data_dir / name}.{{{opts.src},{opts.tgt}}}")
     plain = fmt.format == "text" and not fmt.by_word
     sources = {} if plain else {n: _read_source(data_dir, n, opts, t[0], t[2]) for n, t in texts.items()}
     src_texts = {n: t[0] if plain else sources[n].texts() for n, t in texts.items()}
@@ -183,11 +196,22 @@ def prepare_text(data_dir: Path, out: Path, opts: PrepareOptions, show_progress:
         "tgt_vocab_size": len(tgt_vocab),
     }
     extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(tag_vocabs)}
-    write_dataset(out, splits, src_vocab, None if opts.shared_vocab else tgt_vocab, meta, vocabs=extra_vocabs)
+    write_dataset(
+        out,
+        splits,
+        src_vocab,
+        None if opts.shared_vocab else tgt_vocab,
+        meta,
+        vocabs=extra_vocabs,
+        inputs=tuple(files),
+        force=force,
+    )
     return report
 
 
-def prepare_parse(data_dir: Path, out: Path, suffix: str = "trees", max_len: int = 256) -> dict:
+def prepare_parse(
+    data_dir: Path, out: Path, suffix: str = "trees", max_len: int = 256, force: bool = False
+) -> dict:
     """Parsing as sequence-to-sequence from `{train,dev,test}.{suffix}` treebank files.
 
     Source: the words; target: the linearised tree with placeholder leaves and no POS tags.
@@ -203,6 +227,7 @@ def prepare_parse(data_dir: Path, out: Path, suffix: str = "trees", max_len: int
     digest = content_hash(files, {"kind": "parse", "max_len": max_len})
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
+    check_output_dir(out, "prepare", files, force)
     trees = {n: read_treebank(data_dir / f"{n}.{suffix}") for n in names}
     targets = {n: [" ".join(linearise(t, words=False, tags=False)) for t in ts] for n, ts in trees.items()}
     sources = {n: [" ".join(t.words()) for t in ts] for n, ts in trees.items()}
@@ -215,6 +240,7 @@ def prepare_parse(data_dir: Path, out: Path, suffix: str = "trees", max_len: int
             for i in range(len(trees[n]))
             if n != "train" or max(len(sources[n][i].split(" ")), len(targets[n][i].split(" "))) <= max_len
         ]
+        _no_empty_split(n, len(keep), str(data_dir / f"{n}.{suffix}"))
         splits[n] = Split.from_lists(
             [src_vocab.encode(sources[n][i]) for i in keep], [tgt_vocab.encode(targets[n][i]) for i in keep]
         )
@@ -229,5 +255,5 @@ def prepare_parse(data_dir: Path, out: Path, suffix: str = "trees", max_len: int
         "src_vocab_size": len(src_vocab),
         "tgt_vocab_size": len(tgt_vocab),
     }
-    write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts)
+    write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts, inputs=tuple(files), force=force)
     return {"up_to_date": False, "out": str(out), "splits": report}

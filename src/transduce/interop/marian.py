@@ -11,6 +11,7 @@ Export applies the inverse. One declarative table maps every other tensor name.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ..config import Config, build_config
-from ..data.dataset import atomic_directory
 from ..data.vocab import BOS, EOS, PAD, UNK
+from ..fileio import atomic_directory, check_output_dir
 
 
 class MarianError(ValueError):
@@ -215,11 +216,13 @@ def marian_to_ours(
     return out
 
 
-def import_marian(hf_dir: Path, out: Path) -> Config:
-    """Convert a MarianMTModel directory into a transduce checkpoint directory."""
+def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
+    """Convert a MarianMTModel directory into a transduce checkpoint directory; `out` is
+    replaced only if `import marian` wrote it (or `force`)."""
     from ..train.checkpoint import save_checkpoint
 
     hf_dir = Path(hf_dir)
+    check_output_dir(out, "import marian", [hf_dir], force)
     hf, weights = _read_marian(hf_dir)
     cfg = marian_config(hf)
     shared = hf.get("share_encoder_decoder_embeddings", True)
@@ -243,16 +246,17 @@ def import_marian(hf_dir: Path, out: Path) -> Config:
     ours = marian_to_ours(cfg, weights, perm, shared)
     src = MarianVocab((hf_dir / "source.spm").read_bytes(), pieces, perm)
     tgt = MarianVocab((hf_dir / "target.spm").read_bytes(), pieces, perm)
-    with atomic_directory(out.parent / f".{out.name}.vocab") as tmp:
+    with tempfile.TemporaryDirectory() as vocab_dir:
+        tmp = Path(vocab_dir)
         src.save(tmp / "src")
         tgt.save(tmp / "tgt")
         meta = {
             "src_vocab_size": len(perm),
             "tgt_vocab_size": len(perm),
             "shared_vocab": False,
-            "imported_from": str(hf_dir),
+            "imported_from": hf_dir.name,
         }
-        save_checkpoint(out, ours, cfg, meta, sorted(tmp.iterdir()))
+        save_checkpoint(out, ours, cfg, meta, sorted(tmp.iterdir()), command="import marian", force=force)
     return cfg
 
 
@@ -277,10 +281,12 @@ def marian_layout(vocab: object) -> tuple[list[int], list[str], int, int]:
     return rows, names, len(rows) - 1, rows.index(EOS)
 
 
-def export_marian(checkpoint: Path, out: Path) -> None:
-    """Write a MarianMTModel directory (config.json, model.safetensors, tokenizer files)."""
+def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
+    """Write a MarianMTModel directory (config.json, model.safetensors, tokenizer files); `out`
+    is replaced only if `export` wrote it (or `force`)."""
     from ..inference import load_model
 
+    check_output_dir(Path(out), "export", [Path(checkpoint)], force)
     loaded = load_model(checkpoint)
     m = loaded.config.model
     problems = []
@@ -338,7 +344,7 @@ def export_marian(checkpoint: Path, out: Path) -> None:
         "is_encoder_decoder": True,
         "num_beams": loaded.config.decode.beam,
     }
-    with atomic_directory(Path(out)) as tmp:
+    with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as tmp:
         save_file(
             {k: v.contiguous() for k, v in weights.items()},
             str(tmp / "model.safetensors"),

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, step_checkpoints
+from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, step_checkpoints, vocab_digest
 
 
 def last_checkpoints(run_dir: Path, k: int) -> list[Path]:
+    """The newest `k` checkpoints of a run (fewer if it has fewer: the caller says so)."""
+    if k < 1:
+        raise CheckpointError(f"--last {k}: give a number of checkpoints >= 1")
     paths = step_checkpoints(Path(run_dir) / "checkpoints")
     if not paths:
         raise CheckpointError(f"{run_dir}: no checkpoints under {run_dir}/checkpoints")
@@ -17,11 +20,17 @@ def last_checkpoints(run_dir: Path, k: int) -> list[Path]:
 
 
 def average_checkpoints(paths: list[Path]) -> Checkpoint:
-    """Mean of the checkpoints' parameters; refuses checkpoints of different architectures."""
+    """Mean of the checkpoints' parameters.
+
+    Refuses checkpoints of different architectures or vocabularies (equal shapes with other token
+    ids would average unrelated rows). The result's metadata names the averaged checkpoints and
+    their steps, takes the newest step and carries no dev metrics (none were measured on it)."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
     first = load_checkpoint(paths[0])
+    vocab = vocab_digest(paths[0])
     sums = {k: v.to(torch.float64) for k, v in first.weights.items()}
+    steps = [int(first.meta.get("step", 0))]
     for path in paths[1:]:
         ck = load_checkpoint(path)
         if ck.config.model != first.config.model:
@@ -31,10 +40,18 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
                 if getattr(ck.config.model, k) != v
             }
             raise CheckpointError(f"cannot average {paths[0]} and {path}: different architectures {diff}")
+        if vocab_digest(path) != vocab:
+            raise CheckpointError(f"cannot average {paths[0]} and {path}: their vocabularies differ")
         if ck.weights.keys() != sums.keys() or any(ck.weights[k].shape != sums[k].shape for k in sums):
             raise CheckpointError(f"cannot average {paths[0]} and {path}: parameter names or shapes differ")
         for k, v in ck.weights.items():
             sums[k] += v.to(torch.float64)
+        steps.append(int(ck.meta.get("step", 0)))
     averaged = {k: (v / len(paths)).to(first.weights[k].dtype) for k, v in sums.items()}
-    meta = {**first.meta, "averaged_from": [str(p) for p in paths]}
+    meta = {k: v for k, v in first.meta.items() if k not in ("metrics", "averaged_from")}
+    meta.update(
+        step=max(steps),
+        metrics={},
+        averaged_from=[{"checkpoint": Path(p).name, "step": s} for p, s in zip(paths, steps, strict=True)],
+    )
     return Checkpoint(first.path, first.config, meta, averaged)

@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..config import Config, build_config
-from ..data.dataset import atomic_directory
+from ..fileio import atomic_directory
 
 STEP_DIR = re.compile(r"^ckpt-(\d{8})$")
 
@@ -79,9 +79,13 @@ def save_checkpoint(
     vocab_files: list[Path],
     trainer: dict[str, Any] | None = None,
     trainer_tensors: dict[str, Tensor] | None = None,
+    command: str = "train",
+    inputs: tuple[Path, ...] = (),
+    force: bool = False,
 ) -> None:
-    """Write a checkpoint directory atomically."""
-    with atomic_directory(path) as tmp:
+    """Write a checkpoint directory atomically; an existing `path` is replaced only if `command`
+    wrote it (or `force`), and never where it overlaps an input."""
+    with atomic_directory(path, command, inputs, force) as tmp:
         save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"))
         for f in vocab_files:
             shutil.copyfile(f, tmp / f.name)
@@ -126,8 +130,14 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
         file = path / name
         if not file.exists():
             raise CheckpointError(f"{file}: missing from the checkpoint")
-        expected = meta.get("checksums", {}).get(name)
-        if expected is not None and _sha256(file) != expected:
+        if file.is_symlink() or not file.is_file():
+            raise CheckpointError(f"{file}: not a regular file (links and devices are refused)")
+        expected = (meta.get("checksums") or {}).get(name)
+        if expected is None:
+            raise CheckpointError(
+                f"{file}: no checksum in {path / 'config.json'}; the checkpoint is incomplete"
+            )
+        if _sha256(file) != expected:
             raise CheckpointError(f"{file}: corrupt or truncated (checksum mismatch)")
     try:
         weights = load_file(str(path / "model.safetensors"))
@@ -193,5 +203,19 @@ def restore_optimizer(
 
 
 def vocab_files(directory: Path) -> list[Path]:
-    """The vocabulary files (`src.*`, `tgt.*`) of a dataset or checkpoint directory."""
-    return sorted(p for p in Path(directory).iterdir() if p.name.startswith(("src.", "tgt.")))
+    """The vocabulary files (`src.*`, `tgt.*`) of a dataset or checkpoint directory; links and
+    other non-regular files are refused (they could point outside the directory)."""
+    files = sorted(p for p in Path(directory).iterdir() if p.name.startswith(("src.", "tgt.")))
+    for path in files:
+        if path.is_symlink() or not path.is_file():
+            raise CheckpointError(f"{path}: not a regular file (links and devices are refused)")
+    return files
+
+
+def vocab_digest(directory: Path) -> str:
+    """One hash over a directory's vocabulary files: equal digests mean equal token ids."""
+    h = hashlib.sha256()
+    for path in vocab_files(directory):
+        h.update(path.name.encode())
+        h.update(_sha256(path).encode())
+    return h.hexdigest()

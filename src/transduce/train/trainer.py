@@ -30,6 +30,7 @@ from ..data.dataset import Dataset, Split, prepare_task
 from ..data.vocab import PAD
 from ..decode.translate import decode_all
 from ..evaluate import accuracy, corpus_scores, perplexity
+from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
 from ..model import build_model
 from ..model.universal import ponder_steps
 from ..parsing import gold_tree, score_outputs
@@ -42,6 +43,7 @@ from .checkpoint import (
     save_checkpoint,
     state_tensors,
     step_checkpoints,
+    vocab_digest,
     vocab_files,
 )
 from .loss import label_smoothed_loss
@@ -132,6 +134,9 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.data = load_data(cfg, self.run_dir, self.env)
+        for name in ("train", "dev"):
+            if len(self.data.splits.get(name, ())) == 0:
+                raise TrainingError(f"{self.data.dir}: the {name} split is empty; prepare the dataset again")
         self.train_split = self.data.splits["train"]
         self.model = build_model(
             cfg.model,
@@ -157,6 +162,8 @@ class Trainer:
             accumulate=t.accumulate,
         )
         self.state = TrainState()
+        self.saved_step = 0  # the newest step a checkpoint holds
+        self.logger: RunLogger | None = None
         self.scaler = torch.amp.GradScaler(
             "cuda", enabled=t.precision == "fp16" and self.device.type == "cuda"
         )
@@ -169,13 +176,14 @@ class Trainer:
             try:
                 ck = load_checkpoint(path, with_trainer=True)
             except CheckpointError as exc:
-                self.console.print(f"[yellow]warning:[/] skipping damaged checkpoint: {exc}")
+                self.warn(f"skipping damaged checkpoint: {exc}")
                 continue
             if ck.config.model != self.cfg.model:
                 raise TrainingError(
                     f"{path} holds a different model architecture than the config; "
                     "use a new run directory or the same model settings"
                 )
+            self._check_same_data(path, ck.meta)
             assert ck.trainer is not None
             load_weights(self.model, ck.weights)
             restore_optimizer(self.optimizer, ck.trainer["optimizer"], ck.trainer_tensors)
@@ -185,6 +193,25 @@ class Trainer:
             self.console.print(f"resumed from {path} at step {self.state.step}")
             return True
         return False
+
+    def _data_identity(self) -> dict[str, str | None]:
+        """What a resumed run must find unchanged: the token ids and the examples."""
+        return {"vocab_sha256": vocab_digest(self.data.dir), "dataset_hash": self.data.meta.get("hash")}
+
+    def _check_same_data(self, path: Path, meta: dict[str, Any]) -> None:
+        """Resuming on other data would feed old weights new token ids from an old data position."""
+        saved = meta.get("data_identity")
+        if saved is None:
+            self.warn(f"{path} does not record its dataset; cannot check that it is unchanged")
+            return
+        now = self._data_identity()
+        changed = [k for k in ("vocab_sha256", "dataset_hash") if saved.get(k) != now[k]]
+        if changed:
+            what = "vocabulary" if "vocab_sha256" in changed else "dataset"
+            raise TrainingError(
+                f"{path} was trained on another {what} than {self.data.dir}; resuming only continues the "
+                "same run on the same data: use a new --run-dir"
+            )
 
     def save(self) -> Path:
         """Write a checkpoint; it becomes the best one if validated at this step with a lower loss."""
@@ -207,6 +234,7 @@ class Trainer:
             "parse_root": self.data.meta.get("root"),
             "source": self.data.meta.get("source"),
             "factor_vocab_sizes": [len(v) for v in self.data.factor_vocabs],
+            "data_identity": self._data_identity(),
             "metrics": self.state.history[-1] if self.state.history else {},
         }
         trainer = {
@@ -223,6 +251,7 @@ class Trainer:
             trainer,
             {**opt_tensors, "rng.torch": torch.get_rng_state()},
         )
+        self.saved_step = self.state.step
         self._prune()
         return path
 
@@ -230,7 +259,7 @@ class Trainer:
         keep = {p.name for p in step_checkpoints(self.checkpoints)[-self.cfg.train.keep_last :]}
         if self.state.best_step is not None:
             keep.add(f"ckpt-{self.state.best_step:08d}")
-            (self.run_dir / "best.json").write_text(json.dumps({"step": self.state.best_step}))
+            write_text_atomic(self.run_dir / "best.json", json.dumps({"step": self.state.best_step}))
         for p in step_checkpoints(self.checkpoints):
             if p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
@@ -364,11 +393,46 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
-        """Train to `train.steps`, validating and checkpointing on the way."""
+        """Train to `train.steps`, validating and checkpointing on the way.
+
+        The run directory is locked for the whole run; if anything fails or interrupts training
+        after a step that no checkpoint holds yet, that step is saved before the error goes on."""
+        with RunLock(self.run_dir) if self.env.main else contextlib.nullcontext():
+            self.logger = logger = RunLogger(self.run_dir, self.env.main)
+            try:
+                if self.env.main:
+                    for leftover in remove_stale_temporaries(self.checkpoints):
+                        self.warn(f"removed {leftover.name}, left by an interrupted checkpoint write")
+                if resume:
+                    self.resume()
+                self.saved_step = self.state.step
+                try:
+                    return self._loop(logger)
+                except BaseException as exc:
+                    self._save_on_the_way_out(exc)
+                    raise
+            finally:
+                logger.close()
+                self.logger = None
+
+    def _save_on_the_way_out(self, exc: BaseException) -> None:
+        if not self.env.main or self.state.step <= self.saved_step:
+            return
+        try:
+            path = self.save()
+        except Exception as again:  # the original error matters more than this one
+            self.warn(f"could not save step {self.state.step} after {type(exc).__name__}: {again}")
+            return
+        self.warn(f"training stopped by {type(exc).__name__}; steps so far saved in {path}")
+
+    def warn(self, message: str) -> None:
+        """A warning on stderr and in train.log, whether or not the progress display is on."""
+        Console(stderr=True).print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+        if self.logger is not None:
+            self.logger.text(f"warning: {message}")
+
+    def _loop(self, logger: RunLogger) -> dict[str, Any]:
         t = self.cfg.train
-        if resume:
-            self.resume()
-        logger = RunLogger(self.run_dir, self.env.main)
         stream = iter(self.sampler)
         last_save = time.monotonic()
         window_tokens, window_start = 0, time.monotonic()
@@ -440,7 +504,6 @@ class Trainer:
                 if out_of_time:
                     logger.text(f"step {step}: train.max_minutes={t.max_minutes} of training time reached")
                     break
-        logger.close()
         return self.state.history[-1] if self.state.history else {}
 
     def _agree(self, flag: bool) -> bool:

@@ -1,0 +1,223 @@
+"""Writing files and directories without losing anything the user did not ask to replace.
+
+The ground floor of the package (it imports nothing from it): every output directory is built
+in a temporary sibling and renamed into place, carries a marker naming the command that wrote
+it, and replaces an existing directory only if that same command wrote it (or `force`).
+Output files are replaced atomically when regular and written through when they are devices,
+pipes or symlinks. A run directory is held by one training process at a time (`RunLock`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+MARKER = ".transduce-output.json"
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>\d+)$")
+
+
+class OutputError(ValueError):
+    """An output that would replace or damage something the user did not ask to replace."""
+
+
+def written_by(directory: Path) -> str | None:
+    """The command whose output `directory` is, from its marker; None if it has none."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return json.loads((directory / MARKER).read_text(encoding="utf-8")).get("command")
+    return None
+
+
+def _overlaps(out: Path, inputs: Iterable[Path]) -> Path | None:
+    """The first input that `out` equals, contains or lies inside."""
+    target = out.resolve()
+    for given in inputs:
+        path = Path(given).resolve()
+        if target == path or target in path.parents or path in target.parents:
+            return Path(given)
+    return None
+
+
+def check_output_dir(out: Path, command: str, inputs: Iterable[Path] = (), force: bool = False) -> None:
+    """Refuse to write the directory `out` where that would lose data.
+
+    Allowed: a new path, an empty directory, or a directory that `command` wrote before (it is
+    replaced atomically). Anything else needs `force`; an output overlapping an input is always
+    refused, since writing it would destroy what is being read."""
+    out = Path(out)
+    clash = _overlaps(out, inputs)
+    if clash is not None:
+        raise OutputError(
+            f"{out}: the output would contain or lie inside the input {clash}; choose another -o"
+        )
+    if out.is_symlink():
+        if force:
+            return
+        raise OutputError(
+            f"{out} is a symbolic link; give the real path, or pass --force to replace the link"
+        )
+    if not out.exists() or force:
+        return
+    if not out.is_dir():
+        raise OutputError(
+            f"{out} exists and is not a directory; choose another -o or pass --force to replace it"
+        )
+    if any(out.iterdir()) and written_by(out) != command:
+        raise OutputError(
+            f"{out} is a non-empty directory that `transduce {command}` did not write; "
+            "choose another -o or pass --force to replace it"
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[Path]:
+    """Delete `.NAME.tmp-PID` / `.NAME.old-PID` leftovers of dead processes (all names, or one)."""
+    removed: list[Path] = []
+    if not Path(directory).is_dir():
+        return removed
+    for path in Path(directory).iterdir():
+        match = TEMPORARY.match(path.name)
+        if match is None or (name is not None and match["name"] != name) or _alive(int(match["pid"])):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_directory(
+    final: Path, command: str, inputs: Iterable[Path] = (), force: bool = False
+) -> Iterator[Path]:
+    """Yield a temporary directory that replaces `final` only if the block completes.
+
+    `final` is checked first (`check_output_dir`), and leftovers of earlier interrupted writes
+    of the same name are removed."""
+    final = Path(final)
+    check_output_dir(final, command, inputs, force)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(final.parent, final.name)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        (tmp / MARKER).write_text(json.dumps({"command": command}), encoding="utf-8")
+        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        if final.is_symlink() or final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace the regular file `path` with `text` in one rename (readers see old or new)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def check_output_file(path: Path) -> None:
+    """Refuse an output file path that cannot be written (a directory, a missing folder)."""
+    path = Path(path)
+    if str(path) == "-":
+        return
+    if path.is_dir():
+        raise OutputError(f"{path} is a directory; -o takes a file path")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path}: folder {path.parent} does not exist")
+
+
+def write_output_file(path: Path | None, text: str) -> None:
+    """Write a command's text output.
+
+    None or '-' is standard output. A regular file (new or existing) is replaced atomically,
+    keeping its permissions; a symbolic link is followed, so the link stays and its target gets
+    the text; devices and pipes (/dev/null, a FIFO) are written through, never replaced."""
+    if path is None or str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    check_output_file(path)
+    target = Path(path).resolve() if Path(path).is_symlink() else Path(path)
+    mode = None
+    if target.exists():
+        info = target.stat()
+        if not stat.S_ISREG(info.st_mode):
+            with target.open("w", encoding="utf-8") as f:
+                f.write(text)
+            return
+        mode = stat.S_IMODE(info.st_mode)
+    write_text_atomic(target, text)
+    if mode is not None:
+        os.chmod(target, mode)
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held while one process trains into it.
+
+    The kernel drops an `flock` when its process dies, so a lock left by a killed run is
+    taken over at once; the lock file names the holder for the error message."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self.file: IO[str] | None = None
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        file = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.read().strip() or "another process"
+            file.close()
+            raise OutputError(
+                f"{self.path.parent} is in use by {holder}; wait for it to finish or use another --run-dir"
+            ) from None
+        file.seek(0)
+        file.truncate()
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        file.write(f"process {os.getpid()} on {socket.gethostname()} (transduce train, since {started})\n")
+        file.flush()
+        self.file = file
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            fcntl.flock(self.file, fcntl.LOCK_UN)
+            self.file.close()
+            self.file = None

@@ -1,0 +1,335 @@
+"""Nothing the user did not ask to replace is ever lost: one row per dangerous command line.
+
+Each row builds a scene in a temporary folder, runs the real CLI, and checks the contract: exit
+status 2, one `error:` line naming the problem, no traceback, and every file that was there
+before (inputs and earlier outputs) byte-for-byte unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tiny import TINY, tiny_config, train_tiny
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.fileio import RunLock, check_output_dir, written_by
+from transduce.train.checkpoint import load_checkpoint, step_checkpoints
+from transduce.train.trainer import Trainer
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "under",
+    "mat",
+    "box",
+    "red",
+    "blue",
+    "big",
+    "small",
+    "one",
+    "two",
+]
+
+
+def write_corpus(folder: Path, seed: int = 0, dev_lines: list[str] | None = None, suffix: str = "") -> Path:
+    """A small parallel corpus (target = source upper-cased) in train/dev files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    words = [w + suffix for w in WORDS]
+    lines = [
+        " ".join(words[(i * 7 + j * 3 + seed) % len(words)] for j in range(3 + i % 4)) for i in range(60)
+    ]
+    (folder / "train.en").write_text("".join(f"{x}\n" for x in lines))
+    (folder / "train.up").write_text("".join(f"{x.upper()}\n" for x in lines))
+    dev = lines[:5] if dev_lines is None else dev_lines
+    (folder / "dev.en").write_text("".join(f"{x}\n" for x in dev))
+    (folder / "dev.up").write_text("".join(f"{x.upper()}\n" for x in dev))
+    return folder
+
+
+def prepare_args(corpus: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "prepare",
+        str(corpus),
+        "--src",
+        "en",
+        "--tgt",
+        "up",
+        "--vocab-size",
+        "310",
+        "-o",
+        str(out),
+        *extra,
+    ]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file and link under `root` with its content hash (links: their target)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            out[str(path)] = "link:" + os.readlink(path)
+        elif path.is_file():
+            out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A run directory with two checkpoints of the tiny copy model."""
+    return train_tiny(tmp_path_factory.mktemp("run") / "r", 4, "train.save_every=2")
+
+
+def foreign_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "notes.txt").write_text("my thesis, chapter 3\n")
+    return path
+
+
+def scene_prepare_foreign(tmp: Path, run: Path) -> list[str]:
+    return prepare_args(write_corpus(tmp / "c"), foreign_dir(tmp / "mine"))
+
+
+def scene_prepare_into_input(tmp: Path, run: Path) -> list[str]:
+    corpus = write_corpus(tmp / "c2")
+    return prepare_args(corpus, corpus)
+
+
+def scene_prepare_over_file(tmp: Path, run: Path) -> list[str]:
+    (tmp / "out.txt").write_text("keep me\n")
+    return prepare_args(write_corpus(tmp / "c"), tmp / "out.txt")
+
+
+def scene_prepare_over_link(tmp: Path, run: Path) -> list[str]:
+    target = foreign_dir(tmp / "real")
+    (tmp / "link").symlink_to(target)
+    return prepare_args(write_corpus(tmp / "c"), tmp / "link")
+
+
+def scene_prepare_empty_dev(tmp: Path, run: Path) -> list[str]:
+    return prepare_args(write_corpus(tmp / "c", dev_lines=["", "  ", ""]), tmp / "data")
+
+
+def scene_prepare_empty_train(tmp: Path, run: Path) -> list[str]:
+    corpus = write_corpus(tmp / "c")
+    (corpus / "train.en").write_text("\n\n\n")
+    (corpus / "train.up").write_text("\n\n\n")
+    return prepare_args(corpus, tmp / "data")
+
+
+def scene_average_foreign(tmp: Path, run: Path) -> list[str]:
+    return ["average", "--last", "2", "--run-dir", str(run), "-o", str(foreign_dir(tmp / "mine"))]
+
+
+def scene_average_into_input(tmp: Path, run: Path) -> list[str]:
+    first, second = step_checkpoints(run / "checkpoints")
+    return ["average", str(first), str(second), "-o", str(second)]
+
+
+def scene_average_other_vocab(tmp: Path, run: Path) -> list[str]:
+    other = train_tiny(tmp / "other", 2, "data.task_symbols=12")
+    first = step_checkpoints(run / "checkpoints")[0]
+    return ["average", str(first), str(step_checkpoints(other / "checkpoints")[0]), "-o", str(tmp / "avg")]
+
+
+def scene_export_foreign(tmp: Path, run: Path) -> list[str]:
+    return ["export", str(run), "-o", str(foreign_dir(tmp / "mine"))]
+
+
+def scene_export_over_file(tmp: Path, run: Path) -> list[str]:
+    (tmp / "model.txt").write_text("keep me\n")
+    return ["export", str(run), "-o", str(tmp / "model.txt")]
+
+
+def scene_import_foreign(tmp: Path, run: Path) -> list[str]:
+    return ["import", "marian", str(foreign_dir(tmp / "hf")), "-o", str(foreign_dir(tmp / "mine"))]
+
+
+def scene_translate_into_dir(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(foreign_dir(tmp / "outdir"))]
+
+
+def scene_translate_missing_folder(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "nowhere" / "out.txt")]
+
+
+def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
+    for name, suffix in (("a", ""), ("b", "ing")):
+        corpus = write_corpus(tmp / f"c{name}", suffix=suffix)
+        assert CliRunner().invoke(app, prepare_args(corpus, tmp / f"d{name}")).exit_code == 0
+    text = ["model.d_model=32", "model.heads=4", "model.d_ff=64", "model.encoder_layers=1"]
+    text += ["model.decoder_layers=1", "train.steps=1", "train.validate_every=1", "data.max_tokens=200"]
+    first = CliRunner().invoke(
+        app,
+        ["train", "small", *text, f"data.dataset={tmp / 'da'}", "--run-dir", str(tmp / "t"), "--no-progress"],
+    )
+    assert first.exit_code == 0, first.output
+    return [
+        "train",
+        "small",
+        *text,
+        "train.steps=2",
+        f"data.dataset={tmp / 'db'}",
+        "--run-dir",
+        str(tmp / "t"),
+    ]
+
+
+ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
+    ("prepare -o a foreign directory", scene_prepare_foreign, "did not write"),
+    ("prepare -o its own input folder", scene_prepare_into_input, "contain or lie inside the input"),
+    ("prepare -o an existing file", scene_prepare_over_file, "not a directory"),
+    ("prepare -o a symbolic link", scene_prepare_over_link, "symbolic link"),
+    ("prepare with an all-empty dev split", scene_prepare_empty_dev, "dev split has no usable examples"),
+    ("prepare with an all-empty train split", scene_prepare_empty_train, "train split has no usable"),
+    ("average -o a foreign directory", scene_average_foreign, "did not write"),
+    ("average -o one of its inputs", scene_average_into_input, "contain or lie inside the input"),
+    ("average checkpoints of other vocabularies", scene_average_other_vocab, "vocabularies differ"),
+    ("export -o a foreign directory", scene_export_foreign, "did not write"),
+    ("export -o an existing file", scene_export_over_file, "not a directory"),
+    ("import marian -o a foreign directory", scene_import_foreign, "did not write"),
+    ("translate -o a directory", scene_translate_into_dir, "is a directory"),
+    ("translate -o in a missing folder", scene_translate_missing_folder, "does not exist"),
+    ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
+]
+
+
+@pytest.mark.parametrize(("scene", "fragment"), [(s, f) for _, s, f in ROWS], ids=[r[0] for r in ROWS])
+def test_dangerous_command_is_refused_and_loses_nothing(tmp_path, trained, scene, fragment):
+    argv = scene(tmp_path, trained)
+    before_tmp, before_run = snapshot(tmp_path), snapshot(trained)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and fragment in result.output.replace("\n", " "), result.output
+    assert "Traceback" not in result.output
+    after = snapshot(tmp_path)
+    assert {k: v for k, v in after.items() if k in before_tmp} == before_tmp
+    assert snapshot(trained) == before_run
+
+
+def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
+    run = train_tiny(tmp_path / "r", 2)
+    before = snapshot(run / "checkpoints")
+    with RunLock(run):
+        result = CliRunner().invoke(app, ["train", "small", *TINY, "train.steps=4", "--run-dir", str(run)])
+    assert result.exit_code == 2
+    assert f"is in use by process {os.getpid()}" in result.output.replace("\n", " ")
+    assert snapshot(run / "checkpoints") == before
+
+
+def test_lock_of_a_dead_process_is_taken_over(tmp_path):
+    run = train_tiny(tmp_path / "r", 2)
+    (run / ".lock").write_text("process 999999 on elsewhere (transduce train, since long ago)\n")
+    Trainer(tiny_config("train.steps=3"), run, show_progress=False).fit(resume=True)
+    assert step_checkpoints(run / "checkpoints")[-1].name == "ckpt-00000003"
+
+
+def test_prepare_replaces_its_own_output_and_force_replaces_a_foreign_one(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    out = tmp_path / "data"
+    assert CliRunner().invoke(app, prepare_args(corpus, out)).exit_code == 0
+    first = json.loads((out / "meta.json").read_text())["hash"]
+    write_corpus(corpus, seed=3)
+    assert CliRunner().invoke(app, prepare_args(corpus, out)).exit_code == 0
+    assert json.loads((out / "meta.json").read_text())["hash"] != first
+    mine = foreign_dir(tmp_path / "mine")
+    assert CliRunner().invoke(app, prepare_args(corpus, mine, "--force")).exit_code == 0
+    assert written_by(mine) == "prepare" and not (mine / "notes.txt").exists()
+
+
+def test_empty_directory_is_a_fine_output(tmp_path):
+    (tmp_path / "empty").mkdir()
+    check_output_dir(tmp_path / "empty", "prepare")
+
+
+def test_leftovers_of_interrupted_writes_are_removed_on_the_next_run(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    dead = tmp_path / ".data.tmp-999999"
+    foreign_dir(dead)
+    alive = tmp_path / f".data.tmp-{os.getpid()}x"  # not our pattern: kept
+    foreign_dir(alive)
+    assert CliRunner().invoke(app, prepare_args(corpus, tmp_path / "data")).exit_code == 0
+    assert not dead.exists() and alive.exists()
+    run = train_tiny(tmp_path / "r", 2)
+    stale = foreign_dir(run / "checkpoints" / ".ckpt-00000004.tmp-999999")
+    Trainer(tiny_config("train.steps=3"), run, show_progress=False).fit(resume=True)
+    assert not stale.exists()
+
+
+def test_translate_writes_through_links_and_pipes(tmp_path, trained):
+    (tmp_path / "in.txt").write_text("1 2\n3\n")
+    target = tmp_path / "target.txt"
+    target.write_text("old\n")
+    (tmp_path / "link.txt").symlink_to(target)
+    result = CliRunner().invoke(
+        app, ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "link.txt")]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "link.txt").is_symlink() and len(target.read_text().splitlines()) == 2
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    result = CliRunner().invoke(
+        app, ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", str(fifo)]
+    )
+    reader.join(timeout=60)
+    assert result.exit_code == 0 and len(received[0].splitlines()) == 2
+    assert fifo.is_fifo()
+
+
+def test_crash_in_validation_keeps_the_training_done(tmp_path, monkeypatch):
+    def broken(self):
+        raise RuntimeError("validation broke")
+
+    monkeypatch.setattr(Trainer, "validate", broken)
+    trainer = Trainer(
+        tiny_config("train.steps=5", "train.validate_every=3"), tmp_path / "r", show_progress=False
+    )
+    with pytest.raises(RuntimeError, match="validation broke"):
+        trainer.fit()
+    saved = step_checkpoints(tmp_path / "r" / "checkpoints")
+    assert [p.name for p in saved] == ["ckpt-00000003"]
+    assert load_checkpoint(saved[0], with_trainer=True).trainer["state"]["step"] == 3
+
+
+def test_average_records_what_it_averaged_and_warns_when_short(tmp_path, trained):
+    result = CliRunner().invoke(
+        app, ["average", "--last", "5", "--run-dir", str(trained), "-o", str(tmp_path / "a")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "has only 2 checkpoints" in result.output.replace("\n", " ")
+    meta = load_checkpoint(tmp_path / "a").meta
+    assert meta["averaged_from"] == [
+        {"checkpoint": "ckpt-00000002", "step": 2},
+        {"checkpoint": "ckpt-00000004", "step": 4},
+    ]
+    assert meta["step"] == 4 and meta["metrics"] == {}
+
+
+def test_weights_without_a_checksum_are_refused(tmp_path, trained):
+    ckpt = step_checkpoints(trained / "checkpoints")[-1]
+    copy = tmp_path / "ck"
+    copy.mkdir()
+    for f in ckpt.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((copy / "config.json").read_text())
+    del meta["checksums"]["model.safetensors"]
+    (copy / "config.json").write_text(json.dumps(meta))
+    result = CliRunner().invoke(app, ["translate", str(copy)], input="1 2\n")
+    assert result.exit_code == 2 and "no checksum" in result.output
