@@ -1,8 +1,12 @@
 """Config loading: files, presets, overrides, and errors that name the key."""
 
+import subprocess
+import sys
+import time
+
 import pytest
 
-from transduce.config import ConfigError, load_config
+from transduce.config import MAX_CONFIG_BYTES, ConfigError, load_config
 
 
 def test_unknown_key_names_key_and_allowed_keys():
@@ -55,3 +59,85 @@ def test_toml_and_yaml_files_with_preset(tmp_path):
 def test_missing_source_is_explained():
     with pytest.raises(ConfigError, match="neither a preset"):
         load_config("no-such-thing")
+
+
+# Nine levels of nine aliases: 9^9 (387 million) "lol"s for anything that walks the tree.
+BILLION_LAUGHS = "\n".join(
+    ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    + [f"{b}: &{b} [{', '.join(['*' + a] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
+    + ["model:", "  d_ff: *i"]
+)
+
+# (file name, its bytes or None for a directory, expected message fragment)
+BAD_FILES = [
+    ("bad.json", b'{"model": ', "bad.json: not valid JSON: line 1, column 11"),
+    ("list.json", b"[1, 2]", "list.json: the top level must be a mapping of sections"),
+    ("deep.json", b"[" * 100_000, "deep.json: not valid JSON: nested too deeply"),
+    (
+        "latin1.yaml",
+        "model:\n  norm: pr\xe9\n".encode("latin-1"),
+        "latin1.yaml: not UTF-8 text (byte 17: invalid",
+    ),
+    ("conf.yaml", None, "conf.yaml: is a directory; give a preset (small, base"),
+    ("preset.toml", b'preset = ["small"]\n', "preset.toml: preset: unknown ['small']; allowed: small, base"),
+    ("bomb.yaml", BILLION_LAUGHS.encode(), "bomb.yaml: not valid YAML: line 2, column 8: aliases (*name)"),
+    ("digits.yaml", b"model:\n  d_ff: 1" + b"0" * 5000, "digits.yaml: not valid YAML: Exceeds the limit"),
+    ("huge.toml", b"#" * (MAX_CONFIG_BYTES + 1), f"huge.toml: larger than {MAX_CONFIG_BYTES} bytes"),
+    ("c.ini", b"[model]\n", "c.ini: unknown config format '.ini'; use .toml, .yaml or .json"),
+]
+
+# (overrides on the small preset, expected message fragment)
+BAD_OVERRIDES = [
+    (["model.d_model=["], "override 'model.d_model=[': not valid YAML: line 1, column 2"),
+    (["model.d_ff=[&a [1, 2], *a, *a]"], "aliases (*name) are not allowed"),
+    (
+        ["model.d_ff=" + "[" * 30 + "]" * 30],
+        "model.d_ff: Input should be a valid integer (got [[[[[[[...]]]]]]])",
+    ),
+    (["model.d_ff=" + "[" * 5000], "not valid YAML: nested too deeply"),
+]
+
+
+def _cases() -> list:
+    files = [pytest.param(name, content, [], fragment, id=name) for name, content, fragment in BAD_FILES]
+    overrides = [pytest.param(None, None, o, f, id=" ".join(o)[:40]) for o, f in BAD_OVERRIDES]
+    return files + overrides
+
+
+@pytest.mark.parametrize(("name", "content", "overrides", "fragment"), _cases())
+def test_bad_config_is_refused_promptly_naming_the_fault(tmp_path, name, content, overrides, fragment):
+    source = "small"
+    if name is not None:
+        path = tmp_path / name
+        path.mkdir() if content is None else path.write_bytes(content)
+        source = str(path)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        load_config(source, overrides)
+    assert time.perf_counter() - start < 2.0
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)  # the CLI prints it as one `error:` line
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["{dir}"], "is a directory"),
+        (["{dir}/bad.json"], "not valid JSON"),
+        (["{dir}/bomb.yaml"], "aliases (*name) are not allowed"),
+    ],
+)
+def test_cli_train_prints_one_error_line(tmp_path, args, fragment):
+    (tmp_path / "bad.json").write_text('{"model": ')
+    (tmp_path / "bomb.yaml").write_text(BILLION_LAUGHS)
+    argv = [a.format(dir=tmp_path) for a in args]
+    run = subprocess.run(
+        [sys.executable, "-m", "transduce", "train", *argv, "--run-dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
+    assert fragment in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "run").exists()

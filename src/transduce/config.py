@@ -8,6 +8,8 @@ offending key and, where the key is unknown or the value is a choice, the allowe
 from __future__ import annotations
 
 import json
+import reprlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -220,18 +222,19 @@ def _section_fields(path: tuple[str | int, ...]) -> list[str]:
 
 
 def _explain(err: ValidationError) -> str:
-    lines = []
+    """One line naming every bad key; inputs are shortened, as a bad value can be huge."""
+    problems = []
     for e in err.errors():
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc) or "<config>"
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(_section_fields(loc[:-1]))
-            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
+            problems.append(f"unknown key '{key}'; allowed keys here: {allowed}")
         elif e["type"] == "value_error":
-            lines.append(str(e["msg"]).removeprefix("Value error, "))
+            problems.append(str(e["msg"]).removeprefix("Value error, "))
         else:
-            lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+            problems.append(f"{key}: {e['msg']} (got {reprlib.repr(e.get('input'))})")
+    return "invalid configuration: " + "; ".join(problems)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -244,24 +247,84 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few sections of keys; more is a wrong file
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: each `*name` re-uses a whole subtree, so a few lines
+    of nested aliases ("billion laughs") expand to billions of nodes for anything that walks them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in a config; write the value out", mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: plain data only
+
+
+PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    ".toml": ("TOML", tomllib.loads),
+    ".yaml": ("YAML", _load_yaml),
+    ".yml": ("YAML", _load_yaml),
+    ".json": ("JSON", json.loads),
+}
+
+
+def _parse_problem(exc: BaseException) -> str:
+    """A parser's complaint on one line, with its position where the parser gives one."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return " ".join(str(exc).split())
+
+
+def _parse(text: str, what: str, parser: Callable[[str], Any], fmt: str) -> Any:
+    """Parse `text`; every failure (syntax, a 5000-digit number, deep nesting) is a ConfigError."""
+    try:
+        return parser(text)
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{what}: not valid {fmt}: {_parse_problem(exc)}") from None
+
+
+def _read_text(path: Path) -> str:
+    """A config file's UTF-8 text, refusing unreadable and oversized files."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes, too large for a config file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
 def _read_file(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections")
-        return data
-    if path.suffix == ".json":
-        return json.loads(text)
-    raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
+    if path.is_dir():
+        raise ConfigError(
+            f"{path}: is a directory; give a preset ({', '.join(PRESETS)}) or a config file "
+            "(.toml, .yaml or .json)"
+        )
+    if path.suffix not in PARSERS:
+        raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
+    fmt, parser = PARSERS[path.suffix]
+    data = _parse(_read_text(path), str(path), parser, fmt)
+    if data is None:  # an empty YAML file
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
 
 
 def parse_override(item: str) -> dict[str, Any]:
@@ -272,7 +335,7 @@ def parse_override(item: str) -> dict[str, Any]:
     parts = dotted.strip().split(".")
     if not all(parts):
         raise ConfigError(f"override '{item}' has an empty key")
-    value: Any = yaml.safe_load(raw) if raw.strip() else ""
+    value: Any = _parse(raw, f"override '{item}'", _load_yaml, "YAML") if raw.strip() else ""
     for part in reversed(parts):
         value = {part: value}
     return value
@@ -290,8 +353,10 @@ def resolve_source(source: str) -> dict[str, Any]:
     data = _read_file(path)
     preset = data.pop("preset", None)
     if preset is not None:
-        if preset not in PRESETS:
-            raise ConfigError(f"preset: unknown '{preset}'; allowed: {', '.join(PRESETS)}")
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ConfigError(
+                f"{path}: preset: unknown {reprlib.repr(preset)}; allowed: {', '.join(PRESETS)}"
+            )
         data = _merge(PRESETS[preset], data)
     return data
 
