@@ -3,10 +3,13 @@
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from transduce.config import MAX_CONFIG_BYTES, ConfigError, load_config
+from transduce.config import MAX_CONFIG_BYTES, ConfigError, ModelConfig, check_positions, load_config
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def test_unknown_key_names_key_and_allowed_keys():
@@ -90,6 +93,27 @@ BAD_FILES = [
 BAD_OVERRIDES = [
     (["model.d_model=["], "override 'model.d_model=[': not valid YAML: line 1, column 2"),
     (["model.d_ff=[&a [1, 2], *a, *a]"], "aliases (*name) are not allowed"),
+    (["model.d_ff=100000000000"], "model.d_ff: Input should be less than or equal to 65536 (got 10000"),
+    (["model.d_model=131072"], "model.d_model: Input should be less than or equal to 65536"),
+    (["model.heads=4096"], "model.heads: Input should be less than or equal to 1024"),
+    (["model.encoder_layers=100"], "model.encoder_layers: Input should be less than or equal to 64"),
+    (["model.decoder_layers=-1"], "model.decoder_layers: Input should be greater than or equal to 0"),
+    (["model.max_positions=100000000"], "model.max_positions: Input should be less than or equal to 65536"),
+    (["model.kind=encoder", "model.num_classes=1000000000"], "model.num_classes: Input should be less than"),
+    (["train.lr_scale=1e300"], "train.lr_scale: Input should be less than or equal to 100 (got '1e300')"),
+    (["train.lr_scale=.inf"], "train.lr_scale: Input should be a finite number"),
+    (["train.steps=10000000000"], "train.steps: Input should be less than or equal to 1000000000"),
+    (["train.adam_betas=[0.9, 1.5]"], "train.adam_betas.1: Input should be less than 1 (got 1.5)"),
+    (["train.seed=-1"], "train.seed: Input should be greater than or equal to 0"),
+    (["data.max_tokens=1000000000000"], "data.max_tokens: Input should be less than or equal to 1048576"),
+    (["data.task_train_max_len=100000000"], "data.task_train_max_len: Input should be less than or equal"),
+    (["data.task_test_max_len=100000000"], "data.task_test_max_len: Input should be less than or equal"),
+    (["data.task_train_size=100000000"], "data.task_train_size: Input should be less than or equal"),
+    (
+        ["data.task=lte", "data.task_nesting=6", "data.task_train_max_len=1000"],
+        "data.task 'lte' would generate about 2,752,064,000 symbols; allowed: 200,000,000",
+    ),
+    (["decode.max_len_b=1000000000"], "decode.max_len_b: Input should be less than or equal to 65536"),
     (
         ["model.d_ff=" + "[" * 30 + "]" * 30],
         "model.d_ff: Input should be a valid integer (got [[[[[[[...]]]]]]])",
@@ -119,12 +143,25 @@ def test_bad_config_is_refused_promptly_naming_the_fault(tmp_path, name, content
     assert "\n" not in str(err.value)  # the CLI prints it as one `error:` line
 
 
+def test_shipped_configs_and_presets_stay_within_bounds():
+    for source in ["small", "base", "big", "parse", *map(str, sorted(CONFIGS.glob("*.toml")))]:
+        load_config(source)
+
+
+def test_learned_positions_must_cover_the_data():
+    check_positions(ModelConfig(positions="sinusoidal", max_positions=8), 50, "data")
+    check_positions(ModelConfig(positions="learned", max_positions=50), 50, "data")
+    with pytest.raises(ConfigError, match=r"runs/x/data has sequences of 51 .* model\.max_positions=50"):
+        check_positions(ModelConfig(positions="learned", max_positions=50), 51, "runs/x/data")
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
         (["{dir}"], "is a directory"),
         (["{dir}/bad.json"], "not valid JSON"),
         (["{dir}/bomb.yaml"], "aliases (*name) are not allowed"),
+        (["small", "model.d_ff=100000000000"], "model.d_ff: Input should be less than or equal to 65536"),
     ],
 )
 def test_cli_train_prints_one_error_line(tmp_path, args, fragment):
