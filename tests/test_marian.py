@@ -1,10 +1,14 @@
 """Marian interop against Hugging Face transformers: tokens, logits, greedy text, round trip."""
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 import sentencepiece as spm
 import torch
+from safetensors.torch import load_file, save_file
 
 from transduce.data.batching import encode_sources
 from transduce.data.vocab import BOS
@@ -159,3 +163,200 @@ def test_clear_errors(tmp_path):
     (tmp_path / "x" / "config.json").write_text(json.dumps({"model_type": "bart"}))
     with pytest.raises(MarianError, match="not 'marian'"):
         import_marian(tmp_path / "x", tmp_path / "o")
+
+
+def _edit_json(name, **changes):
+    """Damage: set (or, with None, delete) keys of a JSON object file."""
+
+    def damage(folder):
+        data = json.loads((folder / name).read_text())
+        for key, value in changes.items():
+            data.pop(key) if value is None else data.__setitem__(key, value)
+        (folder / name).write_text(json.dumps(data))
+
+    return damage
+
+
+def _write(name, content):
+    """Damage: replace a file's bytes."""
+    return lambda folder: (folder / name).write_bytes(content)
+
+
+def _remove(name):
+    return lambda folder: (folder / name).unlink()
+
+
+def _truncate(name):
+    def damage(folder):
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: len(data) // 2])
+
+    return damage
+
+
+def _edit_tensors(change):
+    """Damage: rewrite model.safetensors with change(weights) applied."""
+
+    def damage(folder):
+        weights = load_file(str(folder / "model.safetensors"))
+        change(weights)
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+    return damage
+
+
+def _vocab_size(folder):
+    return json.loads((folder / "config.json").read_text())["vocab_size"]
+
+
+FC1 = "model.encoder.layers.0.fc1.weight"
+
+# (row id, damage to a good MarianMTModel directory, expected message fragment)
+BAD_MARIAN = [
+    ("config-missing", _remove("config.json"), "no config.json"),
+    (
+        "config-bad-json",
+        _write("config.json", b'{"model_type": "marian",'),
+        "config.json: not a readable JSON",
+    ),
+    ("config-not-utf8", _write("config.json", b'{"model_type": "\xff"}'), "config.json: not a readable JSON"),
+    ("config-list", _write("config.json", b"[1, 2]"), "config.json: must hold a JSON object, not list"),
+    ("config-other-type", _edit_json("config.json", model_type="bart"), "model_type is 'bart', not 'marian'"),
+    ("d_model-missing", _edit_json("config.json", d_model=None), "config.json: d_model must be an integer"),
+    ("d_model-float", _edit_json("config.json", d_model=32.0), "d_model must be an integer from 1 to 65536"),
+    ("layers-string", _edit_json("config.json", encoder_layers="2"), "encoder_layers must be an integer"),
+    (
+        "layers-negative",
+        _edit_json("config.json", decoder_layers=-1),
+        "decoder_layers must be an integer from 1",
+    ),
+    (
+        "layers-zero",
+        _edit_json("config.json", encoder_layers=0),
+        "encoder_layers must be an integer from 1 to 64",
+    ),
+    (
+        "layers-huge",
+        _edit_json("config.json", encoder_layers=10**6),
+        "encoder_layers must be an integer from 1",
+    ),
+    (
+        "heads-bool",
+        _edit_json("config.json", encoder_attention_heads=True),
+        "encoder_attention_heads must be",
+    ),
+    (
+        "activation-list",
+        _edit_json("config.json", activation_function=["swish"]),
+        "activation_function ['swish']",
+    ),
+    ("dropout-string", _edit_json("config.json", dropout="high"), "does not map onto a transduce model"),
+    (
+        "shared-string",
+        _edit_json("config.json", share_encoder_decoder_embeddings="yes"),
+        "must be true or false",
+    ),
+    (
+        "vocab_size-huge",
+        _edit_json("config.json", vocab_size=10**12),
+        "vocab_size must be an integer from 4 to",
+    ),
+    (
+        "vocab_size-mismatch",
+        _edit_json("config.json", vocab_size=1000),
+        "model.shared.weight is torch.float32",
+    ),
+    (
+        "pad-out-of-range",
+        _edit_json("config.json", pad_token_id=10**6),
+        "pad_token_id must be an integer from 0",
+    ),
+    ("pad-negative", _edit_json("config.json", pad_token_id=-1), "pad_token_id must be an integer from 0"),
+    (
+        "eos-is-pad",
+        _edit_json("config.json", eos_token_id=44),
+        "eos_token_id (44) and vocab.json's <unk> id (1) must differ",
+    ),
+    ("start-string", _edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
+    ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
+    ("vocab-bad-json", _write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
+    (
+        "vocab-list",
+        _write("vocab.json", b'["a", "b"]'),
+        "vocab.json: must hold a JSON object from piece to id",
+    ),
+    ("vocab-id-range", _write("vocab.json", b'{"</s>": 0, "a": 100000}'), "vocab.json: ids must be integers"),
+    ("vocab-id-type", _write("vocab.json", b'{"</s>": 0, "a": "1"}'), "vocab.json: ids must be integers"),
+    ("spm-missing", _remove("source.spm"), "source.spm: missing tokenizer file"),
+    ("spm-garbage", _write("source.spm", b"not a model"), "source.spm: not a sentencepiece model"),
+    ("spm-truncated", _truncate("target.spm"), "target.spm: not a sentencepiece model"),
+    ("spm-empty", _write("target.spm", b""), "target.spm: empty, not a sentencepiece model"),
+    ("weights-missing", _remove("model.safetensors"), "no model.safetensors"),
+    ("weights-garbage", _write("model.safetensors", b"garbage!" * 8), "not a readable safetensors file"),
+    (
+        "weights-truncated",
+        _truncate("model.safetensors"),
+        "model.safetensors: not a readable safetensors file",
+    ),
+    ("tensor-missing", _edit_tensors(lambda w: w.pop(FC1)), f"Marian weights lack {FC1}"),
+    (
+        "tensor-shape",
+        _edit_tensors(lambda w: w.update({FC1: w[FC1].T.contiguous()})),
+        f"{FC1} is torch.float32",
+    ),
+    (
+        "tensor-dtype",
+        _edit_tensors(lambda w: w.update({FC1: w[FC1].long()})),
+        f"{FC1} is torch.int64 (64, 32)",
+    ),
+]
+
+
+@pytest.fixture
+def damaged(imported, tmp_path):
+    """A copy of the good Marian directory, and an empty parent for the output."""
+    root = imported[0]
+    folder = tmp_path / "hf"
+    shutil.copytree(root / "hf", folder)
+    (tmp_path / "outs").mkdir()
+    return folder, tmp_path / "outs"
+
+
+def _left_beside(outs):
+    """What an import left in the output's parent (temporary folders included)."""
+    return sorted(p.name for p in outs.iterdir())
+
+
+@pytest.mark.parametrize(("damage", "fragment"), [pytest.param(d, f, id=i) for i, d, f in BAD_MARIAN])
+def test_malformed_marian_directory_is_refused_naming_the_fault(damaged, damage, fragment):
+    folder, outs = damaged
+    assert _vocab_size(folder) == 45  # the rows' ids (eos_token_id=44: the pad id) assume it
+    damage(folder)
+    with pytest.raises(MarianError) as err:
+        import_marian(folder, outs / "out")
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+    assert _left_beside(outs) == []
+
+
+@pytest.mark.parametrize(
+    ("row", "fragment"),
+    [
+        ("config-bad-json", "not a readable JSON"),
+        ("spm-garbage", "source.spm"),
+        ("layers-zero", "encoder_layers"),
+    ],
+)
+def test_cli_import_marian_prints_one_error_line(damaged, row, fragment):
+    folder, outs = damaged
+    dict((i, d) for i, d, _ in BAD_MARIAN)[row](folder)
+    run = subprocess.run(
+        [sys.executable, "-m", "transduce", "import", "marian", str(folder), "-o", str(outs / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
+    assert fragment in run.stderr and "Traceback" not in run.stderr
+    assert _left_beside(outs) == []

@@ -304,3 +304,11 @@ def test_bf16_autocast_step_tracks_fp32(tmp_path):
     assert stats["bf16"].loss == pytest.approx(stats["fp32"].loss, rel=2e-2)
     assert stats["bf16"].loss != stats["fp32"].loss  # autocast really ran in bf16
     assert all(p.dtype == torch.float32 for p in trainers["bf16"].model.parameters())
+
+
+def test_learned_positions_shorter_than_the_data_are_refused_before_training(tmp_path):
+    from transduce.config import ConfigError
+
+    cfg = tiny_config("model.positions=learned", "model.max_positions=8")  # copy data reach 7 + EOS/BOS
+    with pytest.raises(ConfigError, match="has sequences of 9 positions"):
+        Trainer(cfg, tmp_path / "r", show_progress=False)

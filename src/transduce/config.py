@@ -8,8 +8,10 @@ offending key and, where the key is unknown or the value is a choice, the allowe
 from __future__ import annotations
 
 import json
+import reprlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import tomllib
 import yaml
@@ -20,8 +22,24 @@ class ConfigError(ValueError):
     """A configuration that cannot be loaded; the message names the key at fault."""
 
 
+# Upper bounds refuse absurd values when the config is loaded, before they become an allocation
+# that fails deep inside PyTorch or a loop that never ends. They sit well above any real use.
+WIDTH_MAX = 65536  # d_model, d_ff: 5x GPT-3's d_model (12288); T5-11B's d_ff is 65536
+DEPTH_MAX = 64  # layers per stack
+POSITIONS_MAX = 65536  # sequence positions: learned tables, windows, decode lengths
+COUNT_MAX = 10**9  # steps and step intervals (bench/mt.py runs "1e8 steps" under a time budget)
+TOKENS_MAX = 1 << 20  # tokens in one batch
+SEED_MAX = 2**32 - 1  # a 32-bit seed, which every numpy and torch generator takes
+TASK_LEN_MAX = 1000  # generated-task lengths (the Universal Transformer paper tests up to 400)
+TASK_SYMBOLS_BUDGET = 2 * 10**8  # symbols a generated task may write: under a minute to generate
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan: an inf or nan never means anything in a config, and passes `gt` checks
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # Adam's decay rates; torch refuses others
 
 
 class ModelConfig(_Section):
@@ -29,11 +47,11 @@ class ModelConfig(_Section):
 
     arch: Literal["transformer", "universal"] = "transformer"
     kind: Literal["encoder_decoder", "encoder", "decoder"] = "encoder_decoder"
-    d_model: int = Field(512, ge=8, le=65536)
-    heads: int = Field(8, ge=1, le=1024)
-    d_ff: int = Field(2048, ge=1)
-    encoder_layers: int = Field(6, ge=0, le=1000)
-    decoder_layers: int = Field(6, ge=0, le=1000)
+    d_model: int = Field(512, ge=8, le=WIDTH_MAX, description=f"model width; 8..{WIDTH_MAX}")
+    heads: int = Field(8, ge=1, le=1024, description="attention heads, dividing d_model; 1..1024")
+    d_ff: int = Field(2048, ge=1, le=WIDTH_MAX, description=f"feed-forward width; 1..{WIDTH_MAX}")
+    encoder_layers: int = Field(6, ge=0, le=DEPTH_MAX, description=f"0..{DEPTH_MAX}")
+    decoder_layers: int = Field(6, ge=0, le=DEPTH_MAX, description=f"0..{DEPTH_MAX}")
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     ffn_dropout: float = Field(0.0, ge=0.0, lt=1.0)
@@ -42,19 +60,24 @@ class ModelConfig(_Section):
     activation: Literal["relu", "gelu", "swish"] = "relu"
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
     pos_layout: Literal["interleaved", "halves"] = "interleaved"
-    max_positions: int = Field(1024, ge=1)
+    max_positions: int = Field(
+        1024,
+        ge=1,
+        le=POSITIONS_MAX,
+        description=f"rows of the learned position table (positions='learned'); 1..{POSITIONS_MAX}",
+    )
     scale_embeddings: bool = True
     tie_embeddings: Literal["none", "decoder", "all"] = "all"
     final_logits_bias: bool = False
-    local_window: int | None = Field(None, ge=0)
-    num_classes: int | None = Field(None, ge=2)
+    local_window: int | None = Field(None, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
+    num_classes: int | None = Field(None, ge=2, le=TOKENS_MAX, description=f"2..{TOKENS_MAX}")
     classifier: Literal["sequence", "token"] = "sequence"
     transition: Literal["ffn", "conv"] = "ffn"
     conv_kernel: int = Field(3, ge=1, le=64)
     # Syntax-aware encoder self-attention from source trees (model/syntax.py)
     syntax_mask: Literal["none", "hard", "standard", "inverse", "given"] = "none"
     syntax_apply: Literal["additive", "multiplicative"] = "multiplicative"
-    omega_max: int = Field(1, ge=0)
+    omega_max: int = Field(1, ge=0, le=POSITIONS_MAX, description=f"tree distance; 0..{POSITIONS_MAX}")
     syntax_layers: list[int] | None = None
     syntax_heads: list[int] | None = None
     # Factored source tokens word|tag1|...: how word and tag embeddings are combined
@@ -64,7 +87,7 @@ class ModelConfig(_Section):
     decoder_steps: int = Field(6, ge=1, le=100)
     act: bool = False
     act_epsilon: float = Field(0.01, gt=0.0, lt=1.0)
-    act_tau: float = Field(0.01, ge=0.0)
+    act_tau: float = Field(0.01, ge=0.0, le=1.0, description="ponder cost weight; 0..1")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -98,51 +121,71 @@ class DataConfig(_Section):
     dataset: str | None = None
     task: Literal["copy", "reverse", "addition", "lte"] | None = None
     task_symbols: int = Field(10, ge=2, le=1000)
-    task_train_max_len: int = Field(20, ge=1)
-    task_test_max_len: int = Field(40, ge=1)
-    task_train_size: int = Field(20000, ge=1)
-    task_eval_size: int = Field(500, ge=1)
+    task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
+    task_test_max_len: int = Field(40, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
+    task_train_size: int = Field(20000, ge=1, le=10**7, description="examples; 1..10^7")
+    task_eval_size: int = Field(500, ge=1, le=10**6, description="examples per eval split; 1..10^6")
     task_nesting: int = Field(2, ge=1, le=6)
-    seed: int = 1234
-    max_tokens: int = Field(4096, ge=1)
-    max_len: int = Field(256, ge=1)
+    seed: int = Field(1234, ge=0, le=SEED_MAX, description=f"0..{SEED_MAX}")
+    max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"tokens per batch; 1..{TOKENS_MAX}")
+    max_len: int = Field(256, ge=1, le=POSITIONS_MAX, description=f"1..{POSITIONS_MAX}")
+
+    @model_validator(mode="after")
+    def _task_within_budget(self) -> DataConfig:
+        if self.task is not None and self.task_symbol_estimate() > TASK_SYMBOLS_BUDGET:
+            raise ValueError(
+                f"data.task '{self.task}' would generate about {self.task_symbol_estimate():,} symbols; "
+                f"allowed: {TASK_SYMBOLS_BUDGET:,} (lower data.task_train_size, data.task_eval_size "
+                "or the task_*_max_len lengths)"
+            )
+        return self
+
+    def task_symbol_estimate(self) -> int:
+        """A rough count of the symbols in the task's four splits, from the longest lengths: copy and
+        reverse write 2 per unit of length, addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
+        growth = 2 ** (self.task_nesting + 1) if self.task == "lte" else 3 if self.task == "addition" else 2
+        long_len = max(self.task_test_max_len, self.task_train_max_len + 1)
+        evals = self.task_eval_size * (2 * self.task_train_max_len + long_len)
+        return growth * (self.task_train_size * self.task_train_max_len + evals)
 
 
 class TrainConfig(_Section):
     """The optimisation recipe (SPEC section 5)."""
 
-    seed: int = 1
-    steps: int = Field(100000, ge=1)
-    lr_scale: float = Field(1.0, gt=0.0)
-    warmup: int = Field(4000, ge=1)
-    adam_betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = Field(1e-9, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
+    seed: int = Field(1, ge=0, le=SEED_MAX, description=f"0..{SEED_MAX}")
+    steps: int = Field(100000, ge=1, le=COUNT_MAX, description=f"1..{COUNT_MAX}")
+    lr_scale: float = Field(
+        1.0, gt=0.0, le=100.0, description="multiplies the paper's schedule; above 0, at most 100"
+    )
+    warmup: int = Field(4000, ge=1, le=COUNT_MAX, description=f"1..{COUNT_MAX}")
+    adam_betas: tuple[Beta, Beta] = (0.9, 0.98)
+    adam_eps: float = Field(1e-9, gt=0.0, le=1.0)
+    weight_decay: float = Field(0.0, ge=0.0, le=1.0)
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
-    accumulate: int = Field(1, ge=1)
+    accumulate: int = Field(1, ge=1, le=1024, description="batches per step; 1..1024")
     clip_norm: float | None = Field(None, gt=0.0)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    validate_every: int = Field(1000, ge=1)
+    validate_every: int = Field(1000, ge=1, le=COUNT_MAX)
     validate_every_minutes: float | None = Field(None, gt=0.0)
     max_minutes: float | None = Field(None, gt=0.0)
-    save_every: int = Field(1000, ge=1)
+    save_every: int = Field(1000, ge=1, le=COUNT_MAX)
     save_every_minutes: float | None = Field(None, gt=0.0)
-    keep_last: int = Field(5, ge=1)
-    max_bad_steps: int = Field(5, ge=1)
-    log_every: int = Field(50, ge=1)
-    threads: int | None = Field(None, ge=1)
+    keep_last: int = Field(5, ge=1, le=COUNT_MAX)
+    max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
+    log_every: int = Field(50, ge=1, le=COUNT_MAX)
+    threads: int | None = Field(None, ge=1, le=1024)
 
 
 class DecodeConfig(_Section):
     """Search settings (SPEC section 6)."""
 
     beam: int = Field(4, ge=1, le=1000)
-    alpha: float = Field(0.6, ge=0.0)
-    max_len_a: float = Field(1.0, ge=0.0)
-    max_len_b: int = Field(50, ge=0)
-    min_len: int = Field(0, ge=0)
+    alpha: float = Field(0.6, ge=0.0, le=10.0, description="length penalty; 0..10")
+    max_len_a: float = Field(1.0, ge=0.0, le=100.0, description="output length per source token; 0..100")
+    max_len_b: int = Field(50, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
+    min_len: int = Field(0, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
     nbest: int = Field(1, ge=1)
-    max_tokens: int = Field(4096, ge=1)
+    max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"1..{TOKENS_MAX}")
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> DecodeConfig:
@@ -220,18 +263,19 @@ def _section_fields(path: tuple[str | int, ...]) -> list[str]:
 
 
 def _explain(err: ValidationError) -> str:
-    lines = []
+    """One line naming every bad key; inputs are shortened, as a bad value can be huge."""
+    problems = []
     for e in err.errors():
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc) or "<config>"
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(_section_fields(loc[:-1]))
-            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
+            problems.append(f"unknown key '{key}'; allowed keys here: {allowed}")
         elif e["type"] == "value_error":
-            lines.append(str(e["msg"]).removeprefix("Value error, "))
+            problems.append(str(e["msg"]).removeprefix("Value error, "))
         else:
-            lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+            problems.append(f"{key}: {e['msg']} (got {reprlib.repr(e.get('input'))})")
+    return "invalid configuration: " + "; ".join(problems)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -244,24 +288,84 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few sections of keys; more is a wrong file
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: each `*name` re-uses a whole subtree, so a few lines
+    of nested aliases ("billion laughs") expand to billions of nodes for anything that walks them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in a config; write the value out", mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: plain data only
+
+
+PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    ".toml": ("TOML", tomllib.loads),
+    ".yaml": ("YAML", _load_yaml),
+    ".yml": ("YAML", _load_yaml),
+    ".json": ("JSON", json.loads),
+}
+
+
+def _parse_problem(exc: BaseException) -> str:
+    """A parser's complaint on one line, with its position where the parser gives one."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return " ".join(str(exc).split())
+
+
+def _parse(text: str, what: str, parser: Callable[[str], Any], fmt: str) -> Any:
+    """Parse `text`; every failure (syntax, a 5000-digit number, deep nesting) is a ConfigError."""
+    try:
+        return parser(text)
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{what}: not valid {fmt}: {_parse_problem(exc)}") from None
+
+
+def _read_text(path: Path) -> str:
+    """A config file's UTF-8 text, refusing unreadable and oversized files."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes, too large for a config file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
 def _read_file(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections")
-        return data
-    if path.suffix == ".json":
-        return json.loads(text)
-    raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
+    if path.is_dir():
+        raise ConfigError(
+            f"{path}: is a directory; give a preset ({', '.join(PRESETS)}) or a config file "
+            "(.toml, .yaml or .json)"
+        )
+    if path.suffix not in PARSERS:
+        raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
+    fmt, parser = PARSERS[path.suffix]
+    data = _parse(_read_text(path), str(path), parser, fmt)
+    if data is None:  # an empty YAML file
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
 
 
 def parse_override(item: str) -> dict[str, Any]:
@@ -272,7 +376,7 @@ def parse_override(item: str) -> dict[str, Any]:
     parts = dotted.strip().split(".")
     if not all(parts):
         raise ConfigError(f"override '{item}' has an empty key")
-    value: Any = yaml.safe_load(raw) if raw.strip() else ""
+    value: Any = _parse(raw, f"override '{item}'", _load_yaml, "YAML") if raw.strip() else ""
     for part in reversed(parts):
         value = {part: value}
     return value
@@ -290,8 +394,10 @@ def resolve_source(source: str) -> dict[str, Any]:
     data = _read_file(path)
     preset = data.pop("preset", None)
     if preset is not None:
-        if preset not in PRESETS:
-            raise ConfigError(f"preset: unknown '{preset}'; allowed: {', '.join(PRESETS)}")
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ConfigError(
+                f"{path}: preset: unknown {reprlib.repr(preset)}; allowed: {', '.join(PRESETS)}"
+            )
         data = _merge(PRESETS[preset], data)
     return data
 
@@ -309,6 +415,17 @@ def build_config(data: dict[str, Any], overrides: list[str] | tuple[str, ...] = 
 def load_config(source: str, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load a preset name or a TOML/YAML/JSON file, then apply dotted overrides."""
     return build_config(resolve_source(source), overrides)
+
+
+def check_positions(model: ModelConfig, longest: int, where: str) -> None:
+    """Refuse data longer than the learned position table before training reaches such a batch
+    (sinusoids extend to any length). `longest` counts a sequence with its EOS or BOS."""
+    if model.positions == "learned" and longest > model.max_positions:
+        raise ConfigError(
+            f"{where} has sequences of {longest} positions (with EOS/BOS) but the learned position "
+            f"table holds model.max_positions={model.max_positions}; allowed: model.max_positions "
+            f"from {longest} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
+        )
 
 
 def config_to_dict(config: Config) -> dict[str, Any]:

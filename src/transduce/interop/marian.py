@@ -17,10 +17,11 @@ from typing import Any
 
 import sentencepiece as spm
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from ..config import Config, build_config
+from ..config import DEPTH_MAX, WIDTH_MAX, Config, ConfigError, build_config
 from ..data.vocab import BOS, EOS, PAD, UNK
 from ..fileio import atomic_directory, check_output_dir
 
@@ -30,6 +31,24 @@ class MarianError(ValueError):
 
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+# config.json's integer sizes and their largest values (our config's bounds)
+STRUCTURE_KEYS = {
+    "d_model": WIDTH_MAX,
+    "encoder_layers": DEPTH_MAX,
+    "decoder_layers": DEPTH_MAX,
+    "encoder_attention_heads": WIDTH_MAX,
+    "decoder_attention_heads": WIDTH_MAX,
+    "encoder_ffn_dim": WIDTH_MAX,
+    "decoder_ffn_dim": WIDTH_MAX,
+}
+VOCAB_MAX = 1 << 22  # real vocabularies stay below 300k; the id permutation is a list this long
+# Marian tensors outside the layers, each (vocab_size, d_model) or, for the bias, (1, vocab_size)
+EMBEDDINGS = (
+    "model.shared.weight",
+    "model.encoder.embed_tokens.weight",
+    "model.decoder.embed_tokens.weight",
+    "lm_head.weight",
+)
 # (our sub-module, Marian's), per encoder and decoder layer
 LAYER_MAP = {
     "encoder": [
@@ -97,44 +116,75 @@ def special_permutation(vocab_size: int, pad: int, unk: int, eos: int, start: in
     return [pad, unk, start, eos, *rest]
 
 
+def _read_json(path: Path) -> Any:
+    """A JSON file's content; a missing, unreadable or malformed file is a MarianError naming it."""
+    if not path.exists():
+        raise MarianError(f"{path}: missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MarianError(f"{path}: not a readable JSON file: {exc}") from None
+
+
 def _read_marian(hf_dir: Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
     config_file = hf_dir / "config.json"
     if not config_file.exists():
         raise MarianError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
-    hf = json.loads(config_file.read_text(encoding="utf-8"))
+    hf = _read_json(config_file)
+    if not isinstance(hf, dict):
+        raise MarianError(f"{config_file}: must hold a JSON object, not {type(hf).__name__}")
     if hf.get("model_type") != "marian":
         raise MarianError(f"{config_file}: model_type is {hf.get('model_type')!r}, not 'marian'")
-    if (hf_dir / "model.safetensors").exists():
-        weights = load_file(str(hf_dir / "model.safetensors"))
-    else:
+    weights_file = hf_dir / "model.safetensors"
+    if not weights_file.exists():
         raise MarianError(
             f"{hf_dir}: no model.safetensors (pickled pytorch_model.bin is not loaded, "
             "for safety; convert it with save_pretrained(safe_serialization=True))"
         )
+    try:
+        weights = load_file(str(weights_file))
+    except (SafetensorError, OSError) as exc:
+        raise MarianError(f"{weights_file}: not a readable safetensors file: {exc}") from None
     return hf, weights
+
+
+def _int_key(hf: dict[str, Any], key: str, low: int, high: int) -> int:
+    """config.json's integer `key` within [low, high]; bools and floats are not integers here."""
+    value = hf.get(key)
+    if type(value) is not int or not low <= value <= high:
+        raise MarianError(f"config.json: {key} must be an integer from {low} to {high} (got {value!r})")
+    return value
 
 
 def marian_config(hf: dict[str, Any]) -> Config:
     """Our config for a Marian config.json: every convention an explicit option."""
+    sizes = {key: _int_key(hf, key, 1, high) for key, high in STRUCTURE_KEYS.items()}
     if (
-        hf["encoder_attention_heads"] != hf["decoder_attention_heads"]
-        or hf["encoder_ffn_dim"] != hf["decoder_ffn_dim"]
+        sizes["encoder_attention_heads"] != sizes["decoder_attention_heads"]
+        or sizes["encoder_ffn_dim"] != sizes["decoder_ffn_dim"]
     ):
         raise MarianError(
             "encoder and decoder differ in heads or FFN width, which transduce does not support"
         )
-    act = ACTIVATIONS.get(hf.get("activation_function", "swish"))
+    activation = hf.get("activation_function", "swish")
+    act = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
     if act is None:
-        raise MarianError(f"activation {hf.get('activation_function')!r} is not one of {sorted(ACTIVATIONS)}")
+        raise MarianError(
+            f"config.json: activation_function {activation!r} is not one of {sorted(ACTIVATIONS)}"
+        )
     if hf.get("normalize_before", False):
         raise MarianError("pre-norm Marian models are not supported")
     shared = hf.get("share_encoder_decoder_embeddings", True)
+    if not isinstance(shared, bool):
+        raise MarianError(
+            f"config.json: share_encoder_decoder_embeddings must be true or false (got {shared!r})"
+        )
     model = {
-        "d_model": hf["d_model"],
-        "heads": hf["encoder_attention_heads"],
-        "d_ff": hf["encoder_ffn_dim"],
-        "encoder_layers": hf["encoder_layers"],
-        "decoder_layers": hf["decoder_layers"],
+        "d_model": sizes["d_model"],
+        "heads": sizes["encoder_attention_heads"],
+        "d_ff": sizes["encoder_ffn_dim"],
+        "encoder_layers": sizes["encoder_layers"],
+        "decoder_layers": sizes["decoder_layers"],
         "dropout": hf.get("dropout", 0.1),
         "attention_dropout": hf.get("attention_dropout", 0.0),
         "ffn_dropout": hf.get("activation_dropout", 0.0),
@@ -148,7 +198,10 @@ def marian_config(hf: dict[str, Any]) -> Config:
         "layer_norm_eps": 1e-5,
     }
     decode = {"beam": hf.get("num_beams") or 4, "max_len_a": 1.0, "max_len_b": 50}
-    return build_config({"model": model, "decode": decode})
+    try:
+        return build_config({"model": model, "decode": decode})
+    except ConfigError as exc:
+        raise MarianError(f"config.json does not map onto a transduce model: {exc}") from None
 
 
 def _layer_pairs(cfg: Config) -> list[tuple[str, str]]:
@@ -216,9 +269,83 @@ def marian_to_ours(
     return out
 
 
+def _special_ids(hf: dict[str, Any], pieces: dict[str, int], size: int) -> tuple[int, int, int, int]:
+    """(pad, unk, eos, decoder start): in range, and pad, unk and EOS distinct, as the
+    permutation needs one row of its own for each."""
+    pad = _int_key(hf, "pad_token_id", 0, size - 1)
+    eos = _int_key(hf, "eos_token_id", 0, size - 1)
+    given = hf.get("decoder_start_token_id") is not None
+    start = _int_key(hf, "decoder_start_token_id", 0, size - 1) if given else pad
+    unk = pieces.get("<unk>", 1)
+    if len({pad, unk, eos}) < 3:
+        raise MarianError(
+            f"config.json: pad_token_id ({pad}), eos_token_id ({eos}) and vocab.json's <unk> id ({unk}) "
+            "must differ"
+        )
+    return pad, unk, eos, start
+
+
+def _read_pieces(path: Path, vocab_size: int) -> dict[str, int]:
+    """vocab.json: an object from piece to Marian id, ids within the embedding table."""
+    pieces = _read_json(path)
+    if not isinstance(pieces, dict):
+        raise MarianError(f"{path}: must hold a JSON object from piece to id, not {type(pieces).__name__}")
+    bad = [p for p, i in pieces.items() if type(i) is not int or not 0 <= i < vocab_size]
+    if bad:
+        raise MarianError(
+            f"{path}: ids must be integers from 0 to {vocab_size - 1} (vocab_size); "
+            f"{len(bad)} entries are not, e.g. {bad[0]!r}: {pieces[bad[0]]!r}"
+        )
+    return pieces
+
+
+def _check_shapes(cfg: Config, weights: dict[str, Tensor], vocab_size: int, file: Path) -> None:
+    """Each Marian tensor the import uses must be a float tensor of the shape config.json implies;
+    our model is built on the meta device (no memory) to say which."""
+    from ..model import build_model
+
+    with torch.device("meta"):
+        ours = build_model(cfg.model, vocab_size, vocab_size).state_dict()
+    d = cfg.model.d_model
+    wanted = {name: (vocab_size, d) for name in EMBEDDINGS}
+    wanted["final_logits_bias"] = (1, vocab_size)
+    wanted.update({theirs: tuple(ours[mine].shape) for mine, theirs in _layer_pairs(cfg)})
+    for mine, theirs in _fused_names(cfg):
+        for leaf in ("weight", "bias"):
+            rows, *rest = ours[f"{mine}.in_proj.{leaf}"].shape
+            wanted.update({f"{theirs}.{p}_proj.{leaf}": (rows // 3, *rest) for p in "qkv"})
+    for name, shape in wanted.items():
+        tensor = weights.get(name)
+        if tensor is not None and (tuple(tensor.shape) != shape or not tensor.is_floating_point()):
+            raise MarianError(
+                f"{file}: {name} is {tensor.dtype} {tuple(tensor.shape)}, but config.json "
+                f"(vocab_size, d_model, FFN width) implies a float tensor of shape {shape}"
+            )
+
+
+def _read_vocab(path: Path, pieces: dict[str, int], perm: list[int]) -> MarianVocab:
+    """A sentencepiece model file behind the Marian ids. An empty one is refused before
+    sentencepiece sees it: it would load as an uninitialised model that fails on first use."""
+    if not path.is_file():
+        raise MarianError(f"{path}: missing tokenizer file {path.name}")
+    try:
+        proto = path.read_bytes()
+    except OSError as exc:
+        raise MarianError(f"{path}: cannot be read: {exc.strerror}") from None
+    if not proto:
+        raise MarianError(f"{path}: empty, not a sentencepiece model")
+    try:
+        return MarianVocab(proto, pieces, perm)
+    except RuntimeError:
+        raise MarianError(f"{path}: not a sentencepiece model (sentencepiece cannot parse it)") from None
+
+
 def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
     """Convert a MarianMTModel directory into a transduce checkpoint directory; `out` is
-    replaced only if `import marian` wrote it (or `force`)."""
+    replaced only if `import marian` wrote it (or `force`).
+
+    Everything is read and checked before anything is written, so a malformed directory
+    leaves no trace beside `out`."""
     from ..train.checkpoint import save_checkpoint
 
     hf_dir = Path(hf_dir)
@@ -231,21 +358,13 @@ def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
             "separate source/target vocabularies (share_encoder_decoder_embeddings=false) "
             "are not supported yet"
         )
-    for name in ("source.spm", "target.spm", "vocab.json"):
-        if not (hf_dir / name).exists():
-            raise MarianError(f"{hf_dir}: missing tokenizer file {name}")
-    pieces = json.loads((hf_dir / "vocab.json").read_text(encoding="utf-8"))
-    vocab_size = hf["vocab_size"]
-    perm = special_permutation(
-        vocab_size,
-        hf["pad_token_id"],
-        pieces.get("<unk>", 1),
-        hf["eos_token_id"],
-        hf.get("decoder_start_token_id", hf["pad_token_id"]),
-    )
+    vocab_size = _int_key(hf, "vocab_size", 4, VOCAB_MAX)
+    _check_shapes(cfg, weights, vocab_size, hf_dir / "model.safetensors")
+    pieces = _read_pieces(hf_dir / "vocab.json", vocab_size)
+    perm = special_permutation(vocab_size, *_special_ids(hf, pieces, vocab_size))
     ours = marian_to_ours(cfg, weights, perm, shared)
-    src = MarianVocab((hf_dir / "source.spm").read_bytes(), pieces, perm)
-    tgt = MarianVocab((hf_dir / "target.spm").read_bytes(), pieces, perm)
+    src = _read_vocab(hf_dir / "source.spm", pieces, perm)
+    tgt = _read_vocab(hf_dir / "target.spm", pieces, perm)
     with tempfile.TemporaryDirectory() as vocab_dir:
         tmp = Path(vocab_dir)
         src.save(tmp / "src")

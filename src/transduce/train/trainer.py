@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import Tensor, nn
 
-from ..config import Config, ConfigError
+from ..config import Config, ConfigError, check_positions
 from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_lengths
 from ..data.dataset import Dataset, Split, prepare_task
 from ..data.vocab import PAD
@@ -137,6 +137,8 @@ class Trainer:
         for name in ("train", "dev"):
             if len(self.data.splits.get(name, ())) == 0:
                 raise TrainingError(f"{self.data.dir}: the {name} split is empty; prepare the dataset again")
+        longest = max(int(padded_lengths(split).max()) for split in self.data.splits.values() if len(split))
+        check_positions(cfg.model, longest, str(self.data.dir))
         self.train_split = self.data.splits["train"]
         self.model = build_model(
             cfg.model,
