@@ -35,7 +35,8 @@ from transduce.interop.marian import export_marian, marian_layout
 from transduce.model import build_model
 from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8
-from transduce.train.checkpoint import save_checkpoint, state_tensors
+from transduce.store.checkpoint import save_checkpoint, state_tensors
+from transduce.store.meta import CheckpointMeta
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
@@ -76,7 +77,7 @@ def build(preset: str, out: Path) -> tuple[torch.nn.Module, SentencePieceVocab]:
             out / "ckpt",
             state_tensors(model),
             cfg,
-            {"src_vocab_size": len(vocab), "tgt_vocab_size": len(vocab), "shared_vocab": True},
+            CheckpointMeta(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab)),
             [vocab_file],
             force=True,  # the benchmark's own scratch folder
         )

@@ -46,10 +46,11 @@ from transduce.data.vocab import EOS, PAD
 from transduce.decode.translate import decode_all
 from transduce.evaluate import corpus_scores
 from transduce.fileio import atomic_directory
-from transduce.inference import load_model
 from transduce.interop.marian import export_marian, marian_layout
 from transduce.model import build_model
-from transduce.train.checkpoint import save_checkpoint, state_tensors, step_checkpoints, vocab_files
+from transduce.store.checkpoint import save_checkpoint, state_tensors, step_checkpoints, vocab_files
+from transduce.store.load import load_model
+from transduce.store.meta import CheckpointMeta
 from transduce.train.schedule import inverse_sqrt_lr
 
 HERE = Path(__file__).resolve().parent
@@ -77,11 +78,7 @@ def initial_model(cfg, data: Dataset, name: str) -> Path:
     """The weights both systems start from, as the trainer builds them, exported for the peer."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab), PAD)
-    meta = {
-        "src_vocab_size": len(data.src_vocab),
-        "tgt_vocab_size": len(data.tgt_vocab),
-        "shared_vocab": True,
-    }
+    meta = CheckpointMeta(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab))
     save_checkpoint(OUT / f"init-{name}", state_tensors(model), cfg, meta, vocab_files(data.dir), force=True)
     export_marian(OUT / f"init-{name}", OUT / f"init-{name}-hf", force=True)  # the benchmark's scratch
     return OUT / f"init-{name}-hf"

@@ -138,7 +138,7 @@ def test_bad_config_is_refused_promptly_naming_the_fault(tmp_path, name, content
     start = time.perf_counter()
     with pytest.raises(ConfigError) as err:
         load_config(source, overrides)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10.0  # a hang guard (the alias bomb ran for minutes)
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)  # the CLI prints it as one `error:` line
 

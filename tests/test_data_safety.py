@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.fileio import RunLock, check_output_dir, written_by
-from transduce.train.checkpoint import load_checkpoint, step_checkpoints
+from transduce.store.checkpoint import load_checkpoint, step_checkpoints
 from transduce.train.trainer import Trainer
 
 WORDS = [
@@ -75,9 +75,12 @@ def prepare_args(corpus: Path, out: Path, *extra: str) -> list[str]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file and link under `root` with its content hash (links: their target)."""
+    """Every file and link under `root` with its content hash (links: their target); a run's
+    lock file, which names its latest holder, is not the user's data."""
     out = {}
     for path in sorted(root.rglob("*")):
+        if path.name == ".lock":
+            continue
         if path.is_symlink():
             out[str(path)] = "link:" + os.readlink(path)
         elif path.is_file():
@@ -315,11 +318,11 @@ def test_average_records_what_it_averaged_and_warns_when_short(tmp_path, trained
     assert result.exit_code == 0, result.output
     assert "has only 2 checkpoints" in result.output.replace("\n", " ")
     meta = load_checkpoint(tmp_path / "a").meta
-    assert meta["averaged_from"] == [
-        {"checkpoint": "ckpt-00000002", "step": 2},
-        {"checkpoint": "ckpt-00000004", "step": 4},
+    assert [(a.checkpoint, a.step) for a in meta.averaged_from] == [
+        ("ckpt-00000002", 2),
+        ("ckpt-00000004", 4),
     ]
-    assert meta["step"] == 4 and meta["metrics"] == {}
+    assert meta.step == 4 and meta.metrics == {}
 
 
 def test_weights_without_a_checksum_are_refused(tmp_path, trained):

@@ -10,7 +10,8 @@ from transduce.config import load_config
 from transduce.data.vocab import SymbolVocab
 from transduce.evaluate import accuracy, corpus_scores
 from transduce.model import build_model
-from transduce.train.checkpoint import save_checkpoint, state_tensors
+from transduce.store.checkpoint import save_checkpoint, state_tensors
+from transduce.store.meta import CheckpointMeta
 
 
 def test_bleu_equals_sacrebleu_corpus_bleu():
@@ -60,7 +61,7 @@ def random_checkpoint(path):
         path,
         state_tensors(model),
         cfg,
-        {"src_vocab_size": len(vocab), "tgt_vocab_size": len(vocab), "shared_vocab": True},
+        CheckpointMeta(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab)),
         [vocab_dir / "src.symbols.json"],
     )
     return path

@@ -7,7 +7,7 @@ from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.batching import encode_sources
 from transduce.decode.search import greedy
-from transduce.inference import load_model
+from transduce.store.load import load_model
 from transduce.train.trainer import Trainer
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not installed")

@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 from transduce.data.batching import encode_sources
 from transduce.data.vocab import BOS
 from transduce.decode.search import greedy
-from transduce.inference import load_model
 from transduce.interop.marian import MarianError, export_marian, import_marian
+from transduce.store.load import load_model
 
 transformers = pytest.importorskip("transformers", reason="install the 'interop' extra")
 

@@ -12,8 +12,8 @@ import uvicorn
 from tiny import train_tiny
 
 from transduce.decode.translate import decode_all
-from transduce.inference import load_model
 from transduce.serve import Limits, create_app
+from transduce.store.load import load_model
 
 SEGMENTS = ["1 2 3", "4 5", "", "6 7 8 9", "3 3"]
 

@@ -12,9 +12,9 @@ from safetensors.torch import load_file
 from tiny import TINY, tiny_config
 
 from transduce.config import load_config
+from transduce.store.average import average_checkpoints
+from transduce.store.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
 from transduce.train import trainer as trainer_mod
-from transduce.train.average import average_checkpoints
-from transduce.train.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
 from transduce.train.loss import label_smoothed_loss
 from transduce.train.schedule import inverse_sqrt_lr
 from transduce.train.trainer import Trainer, TrainingError

@@ -13,7 +13,7 @@ from rich.table import Table
 from .config import ConfigError, DecodeConfig
 
 if TYPE_CHECKING:
-    from .inference import LoadedModel
+    from .store.load import LoadedModel
     from .train.trainer import Trainer
 
 app = typer.Typer(
@@ -69,7 +69,7 @@ def inspect(
     """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
     from .cost import cost_table, embedding_params, flops_per_token
     from .model import build_model
-    from .models_io import resolve_model_source
+    from .store.load import resolve_model_source
 
     try:
         cfg, src_v, tgt_v = resolve_model_source(source, overrides or [], src_vocab, tgt_vocab)
@@ -193,7 +193,7 @@ def prepare(
             dataset = prepare_task(cfg.data, out, force=force)
             console.print(
                 f"{task}: "
-                + ", ".join(f"{k} {v}" for k, v in dataset.meta["sizes"].items())
+                + ", ".join(f"{k} {v}" for k, v in dataset.meta.sizes.items())
                 + f" examples in {out}"
             )
             return
@@ -306,9 +306,9 @@ def average(
     The checkpoints must share architecture and vocabularies. The output records which
     checkpoints (and steps) it averages; an existing -o is replaced only if `average` wrote it."""
     from .fileio import OutputError, check_output_dir
-    from .inference import write_model_checkpoint
-    from .train.average import average_checkpoints, last_checkpoints
-    from .train.checkpoint import CheckpointError
+    from .store.average import average_checkpoints, last_checkpoints
+    from .store.checkpoint import CheckpointError
+    from .store.load import write_model_checkpoint
 
     try:
         if last is not None:
@@ -328,7 +328,7 @@ def average(
         write_model_checkpoint(out, averaged, "average", tuple(paths), force)
     except (CheckpointError, OutputError) as exc:
         fail(str(exc))
-    steps = ", ".join(str(a["step"]) for a in averaged.meta["averaged_from"])
+    steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
     console.print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
 
 
@@ -399,8 +399,8 @@ Quantize = Annotated[
 
 def _load(checkpoint: Path) -> LoadedModel:
     """The model behind a checkpoint or run directory, or a clear error and exit status 2."""
-    from .inference import load_model
-    from .train.checkpoint import CheckpointError
+    from .store.checkpoint import CheckpointError
+    from .store.load import load_model
 
     try:
         return load_model(checkpoint)
@@ -514,7 +514,7 @@ def translate(
 def _encode_inputs(
     loaded: LoadedModel, lines: list[str], trees: Path | None
 ) -> tuple[list[list[int]], list | None]:
-    from .inference import encode_inputs
+    from .decode.inputs import encode_inputs
 
     try:
         return encode_inputs(loaded, lines, trees)
@@ -525,11 +525,11 @@ def _encode_inputs(
 
 def _tree_renderer(loaded: LoadedModel, lines: list[str]) -> Callable[[int, list[int]], str]:
     """Output ids -> text; for parsers, the repaired bracketed tree over the input's words."""
-    if loaded.meta.get("data_kind") != "parse":
+    if loaded.meta.data_kind != "parse":
         return lambda _, ids: loaded.tgt_vocab.decode(ids)
     from .parsing import output_trees
 
-    root = loaded.meta.get("parse_root") or "S"
+    root = loaded.meta.parse_root or "S"
     return lambda number, ids: str(output_trees(loaded.tgt_vocab, [ids], [lines[number].split()], root)[0])
 
 
@@ -639,13 +639,13 @@ def _evaluate_parse(
             from .parsing import score_outputs
 
             loaded = _load_for_decoding(checkpoint, quantize)
-            if loaded.meta.get("data_kind") != "parse":
+            if loaded.meta.data_kind != "parse":
                 fail(f"{checkpoint} is not a parsing model (it was not trained on `prepare --task parse`)")
             opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
             sources = [loaded.src_vocab.encode(" ".join(g.words())) for g in golds]
             hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
             outputs = [h[0].tokens if h else [] for h in hyps]
-            score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.get("parse_root") or "S")
+            score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.parse_root or "S")
     except ValueError as exc:
         fail(str(exc))
         return
@@ -810,7 +810,7 @@ def export_cmd(
     from .fileio import OutputError
     from .interop.ctranslate2 import QUANTIZATIONS, export_ctranslate2
     from .interop.marian import MarianError, export_marian
-    from .train.checkpoint import CheckpointError
+    from .store.checkpoint import CheckpointError
 
     if format not in ("marian", "ctranslate2"):
         fail(f"--format {format!r}: allowed: marian, ctranslate2")

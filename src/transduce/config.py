@@ -304,7 +304,16 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+MAX_NESTING = 64  # a config is a few levels deep; PyYAML takes seconds to refuse thousands
+
+
 def _load_yaml(text: str) -> Any:
+    depth = deepest = 0
+    for ch in text:
+        depth += (ch in "[{") - (ch in "]}")
+        deepest = max(deepest, depth)
+    if deepest > MAX_NESTING:
+        raise RecursionError(f"more than {MAX_NESTING} nested brackets")
     return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: plain data only
 
 

@@ -25,9 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .config import DecodeConfig
 from .data.source import SourceAnnotation
+from .decode.inputs import encode_inputs
 from .decode.search import Hypothesis
 from .decode.translate import decode_all
-from .inference import LoadedModel, encode_inputs
+from .store.load import LoadedModel
 
 PAGE = Path(__file__).with_name("serve_page.html")
 

@@ -12,15 +12,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..config import DataConfig
 from ..fileio import atomic_directory
+from .meta import DatasetMeta, MetaError, read_model
 from .source import SourceAnnotation
-from .vocab import SentencePieceVocab, SymbolVocab, load_vocab
-
-FORMAT_VERSION = 1
+from .vocab import SentencePieceVocab, SymbolVocab, load_vocab, vocab_exists
 
 
 class DatasetError(ValueError):
@@ -122,21 +122,32 @@ class Dataset:
         meta_file = self.dir / "meta.json"
         if not meta_file.exists():
             raise DatasetError(f"{self.dir}: not a prepared dataset (no meta.json); run `transduce prepare`")
-        self.meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if self.meta.get("format") != FORMAT_VERSION:
-            raise DatasetError(
-                f"{self.dir}: dataset format {self.meta.get('format')} is not {FORMAT_VERSION}"
-            )
-        self.src_vocab = load_vocab(self.dir / "src")
-        self.tgt_vocab = load_vocab(self.dir / "tgt") if not self.meta["shared_vocab"] else self.src_vocab
-        self.splits = {name: Split.load(self.dir, name) for name in self.meta["splits"]}
-        self.factor_vocabs = [
-            load_vocab(self.dir / f"src.factor{k}") for k in range(self.meta.get("factors", 0))
-        ]
+        try:
+            self.meta: DatasetMeta = read_model(meta_file, DatasetMeta)
+            self.src_vocab = load_vocab(self.dir / "src")
+            tgt = self.dir / "tgt"
+            self.tgt_vocab = load_vocab(tgt) if vocab_exists(tgt) else self.src_vocab
+            self.splits = {name: Split.load(self.dir, name) for name in self.meta.splits}
+            self.factor_vocabs = [load_vocab(self.dir / f"src.factor{k}") for k in range(self.meta.factors)]
+        except (MetaError, OSError, ValueError, RuntimeError) as exc:
+            raise DatasetError(f"{self.dir}: damaged dataset: {exc}") from None
+        self._check_ids()
 
-    @property
-    def shared_vocab(self) -> bool:
-        return bool(self.meta["shared_vocab"])
+    def _check_ids(self) -> None:
+        """Token ids beyond the vocabulary would index past the embedding table mid-training."""
+        for name, split in self.splits.items():
+            for side, tokens, vocab in (
+                ("src", split.src_tokens, self.src_vocab),
+                ("tgt", split.tgt_tokens, self.tgt_vocab),
+            ):
+                if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < len(vocab):
+                    raise DatasetError(
+                        f"{self.dir}: {name}.{side} holds token ids outside the vocabulary of {len(vocab)}"
+                    )
+            if int(split.src_offsets[-1]) != len(split.src_tokens) or int(split.tgt_offsets[-1]) != len(
+                split.tgt_tokens
+            ):
+                raise DatasetError(f"{self.dir}: {name} offsets do not match its token arrays")
 
     def gold_trees(self, split: str) -> list[str]:
         """The bracketed gold trees of a parsing dataset's split, one per example."""
@@ -168,7 +179,7 @@ def write_dataset(
     splits: dict[str, Split],
     src_vocab: SentencePieceVocab | SymbolVocab,
     tgt_vocab: SentencePieceVocab | SymbolVocab | None,
-    meta: dict,
+    meta: dict[str, Any],
     texts: dict[str, list[str]] | None = None,
     vocabs: dict[str, SymbolVocab] | None = None,
     inputs: tuple[Path, ...] = (),
@@ -176,7 +187,14 @@ def write_dataset(
 ) -> None:
     """Write splits, vocabularies (plus `vocabs`: prefix -> vocabulary), `texts` (file name ->
     lines) and meta.json (last), atomically; `out` is checked against `inputs` and replaced only
-    if `prepare` wrote it (or `force`)."""
+    if `prepare` wrote it (or `force`). `meta` holds the DatasetMeta fields of the dataset's kind."""
+    full = DatasetMeta(
+        **meta,
+        splits=list(splits),
+        sizes={name: len(s) for name, s in splits.items()},
+        src_vocab_size=len(src_vocab),
+        tgt_vocab_size=len(tgt_vocab or src_vocab),
+    )
     with atomic_directory(out, "prepare", inputs, force) as tmp:
         for prefix, vocab in (vocabs or {}).items():
             vocab.save(tmp / prefix)
@@ -187,14 +205,7 @@ def write_dataset(
             tgt_vocab.save(tmp / "tgt")
         for name, split in splits.items():
             split.save(tmp, name)
-        full = {
-            **meta,
-            "format": FORMAT_VERSION,
-            "splits": list(splits),
-            "shared_vocab": tgt_vocab is None,
-            "sizes": {name: len(s) for name, s in splits.items()},
-        }
-        (tmp / "meta.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
+        (tmp / "meta.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
 
 
 def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
@@ -211,12 +222,6 @@ def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
             splits[name] = Split.from_lists(
                 [vocab.encode(s) for s, _ in pairs], [vocab.encode(t) for _, t in pairs]
             )
-        meta = {
-            "hash": digest,
-            "kind": "task",
-            "task": cfg.task,
-            "src_vocab_size": len(vocab),
-            "tgt_vocab_size": len(vocab),
-        }
+        meta = {"hash": digest, "data_kind": "task", "task": cfg.task}
         write_dataset(out, splits, vocab, None, meta, force=force)
     return Dataset(out)

@@ -187,13 +187,11 @@ def prepare_text(
             }
     meta = {
         "hash": digest,
-        "kind": "text",
+        "data_kind": "text",
         "options": asdict(opts),
-        "source": fmt.as_dict(),
+        "source": fmt,
         "factors": fmt.factors,
         "report": report["splits"],
-        "src_vocab_size": len(src_vocab),
-        "tgt_vocab_size": len(tgt_vocab),
     }
     extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(tag_vocabs)}
     write_dataset(
@@ -249,11 +247,9 @@ def prepare_parse(
     roots = Counter(t.label for t in trees["train"])
     meta = {
         "hash": digest,
-        "kind": "parse",
-        "root": roots.most_common(1)[0][0] if roots else "S",
+        "data_kind": "parse",
+        "parse_root": roots.most_common(1)[0][0] if roots else "S",
         "report": report,
-        "src_vocab_size": len(src_vocab),
-        "tgt_vocab_size": len(tgt_vocab),
     }
     write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts, inputs=tuple(files), force=force)
     return {"up_to_date": False, "out": str(out), "splits": report}

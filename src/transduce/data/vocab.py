@@ -117,12 +117,51 @@ class SymbolVocab:
         Path(f"{prefix}.symbols.json").write_text(json.dumps(self.symbols), encoding="utf-8")
 
 
+class MarianVocab:
+    """Marian's tokenizer files behind our ids: spm pieces -> vocab.json ids -> permuted ids."""
+
+    def __init__(self, spm_proto: bytes, pieces: dict[str, int], perm: list[int]) -> None:
+        self.proto = spm_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=spm_proto)
+        self.pieces = pieces
+        self.perm = perm  # ours -> marian
+        self.ours = {m: o for o, m in enumerate(perm) if o != BOS}  # marian -> ours
+        self.names = {i: p for p, i in pieces.items()}
+        self.unk = self.ours[perm[UNK]]
+
+    def __len__(self) -> int:
+        return len(self.perm)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.ours.get(self.pieces.get(p, -1), self.unk) for p in self.sp.encode(text, out_type=str)]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode_pieces([self.names[self.perm[i]] for i in ids if i > EOS])
+
+    def token(self, i: int) -> str:
+        return self.names.get(self.perm[i], "<unk>")
+
+    def save(self, prefix: Path) -> None:
+        Path(f"{prefix}.marian.spm").write_bytes(self.proto)
+        Path(f"{prefix}.marian.json").write_text(
+            json.dumps({"pieces": self.pieces, "perm": self.perm}), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, prefix: Path) -> MarianVocab:
+        data = json.loads(Path(f"{prefix}.marian.json").read_text(encoding="utf-8"))
+        return cls(Path(f"{prefix}.marian.spm").read_bytes(), data["pieces"], data["perm"])
+
+
+def vocab_exists(prefix: Path) -> bool:
+    """Whether a vocabulary of any kind was saved under `prefix`."""
+    return any(Path(f"{prefix}{ext}").exists() for ext in (".spm", ".symbols.json", ".marian.json"))
+
+
 def load_vocab(prefix: Path) -> Vocab:
     """Load whichever vocabulary was saved under `prefix`."""
     spm_file, sym_file = Path(f"{prefix}.spm"), Path(f"{prefix}.symbols.json")
     if Path(f"{prefix}.marian.json").exists():
-        from ..interop.marian import MarianVocab
-
         return MarianVocab.load(prefix)
     if spm_file.exists():
         return SentencePieceVocab(spm_file.read_bytes())

@@ -15,15 +15,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import sentencepiece as spm
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ..config import DEPTH_MAX, WIDTH_MAX, Config, ConfigError, build_config
-from ..data.vocab import BOS, EOS, PAD, UNK
+from ..data.vocab import BOS, EOS, PAD, MarianVocab
 from ..fileio import atomic_directory, check_output_dir
+from ..model import build_model
+from ..store.checkpoint import save_checkpoint
+from ..store.load import load_model
+from ..store.meta import CheckpointMeta
 
 
 class MarianError(ValueError):
@@ -72,42 +75,6 @@ FUSED = {
     "encoder": [("self_attn", "self_attn")],
     "decoder": [("self_attn", "self_attn"), ("cross_attn", "encoder_attn")],
 }
-
-
-class MarianVocab:
-    """Marian's tokenizer files behind our ids: spm pieces -> vocab.json ids -> permuted ids."""
-
-    def __init__(self, spm_proto: bytes, pieces: dict[str, int], perm: list[int]) -> None:
-        self.proto = spm_proto
-        self.sp = spm.SentencePieceProcessor(model_proto=spm_proto)
-        self.pieces = pieces
-        self.perm = perm  # ours -> marian
-        self.ours = {m: o for o, m in enumerate(perm) if o != BOS}  # marian -> ours
-        self.names = {i: p for p, i in pieces.items()}
-        self.unk = self.ours[perm[UNK]]
-
-    def __len__(self) -> int:
-        return len(self.perm)
-
-    def encode(self, text: str) -> list[int]:
-        return [self.ours.get(self.pieces.get(p, -1), self.unk) for p in self.sp.encode(text, out_type=str)]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.sp.decode_pieces([self.names[self.perm[i]] for i in ids if i > EOS])
-
-    def token(self, i: int) -> str:
-        return self.names.get(self.perm[i], "<unk>")
-
-    def save(self, prefix: Path) -> None:
-        Path(f"{prefix}.marian.spm").write_bytes(self.proto)
-        Path(f"{prefix}.marian.json").write_text(
-            json.dumps({"pieces": self.pieces, "perm": self.perm}), encoding="utf-8"
-        )
-
-    @classmethod
-    def load(cls, prefix: Path) -> MarianVocab:
-        data = json.loads(Path(f"{prefix}.marian.json").read_text(encoding="utf-8"))
-        return cls(Path(f"{prefix}.marian.spm").read_bytes(), data["pieces"], data["perm"])
 
 
 def special_permutation(vocab_size: int, pad: int, unk: int, eos: int, start: int) -> list[int]:
@@ -302,8 +269,6 @@ def _read_pieces(path: Path, vocab_size: int) -> dict[str, int]:
 def _check_shapes(cfg: Config, weights: dict[str, Tensor], vocab_size: int, file: Path) -> None:
     """Each Marian tensor the import uses must be a float tensor of the shape config.json implies;
     our model is built on the meta device (no memory) to say which."""
-    from ..model import build_model
-
     with torch.device("meta"):
         ours = build_model(cfg.model, vocab_size, vocab_size).state_dict()
     d = cfg.model.d_model
@@ -346,7 +311,6 @@ def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
 
     Everything is read and checked before anything is written, so a malformed directory
     leaves no trace beside `out`."""
-    from ..train.checkpoint import save_checkpoint
 
     hf_dir = Path(hf_dir)
     check_output_dir(out, "import marian", [hf_dir], force)
@@ -369,12 +333,7 @@ def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
         tmp = Path(vocab_dir)
         src.save(tmp / "src")
         tgt.save(tmp / "tgt")
-        meta = {
-            "src_vocab_size": len(perm),
-            "tgt_vocab_size": len(perm),
-            "shared_vocab": False,
-            "imported_from": hf_dir.name,
-        }
+        meta = CheckpointMeta(src_vocab_size=len(perm), tgt_vocab_size=len(perm), imported_from=hf_dir.name)
         save_checkpoint(out, ours, cfg, meta, sorted(tmp.iterdir()), command="import marian", force=force)
     return cfg
 
@@ -403,8 +362,6 @@ def marian_layout(vocab: object) -> tuple[list[int], list[str], int, int]:
 def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
     """Write a MarianMTModel directory (config.json, model.safetensors, tokenizer files); `out`
     is replaced only if `export` wrote it (or `force`)."""
-    from ..inference import load_model
-
     check_output_dir(Path(out), "export", [Path(checkpoint)], force)
     loaded = load_model(checkpoint)
     m = loaded.config.model

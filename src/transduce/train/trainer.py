@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from ..config import Config, ConfigError, check_positions
 from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_lengths
 from ..data.dataset import Dataset, Split, prepare_task
+from ..data.meta import DataFacts
 from ..data.vocab import PAD
 from ..decode.translate import decode_all
 from ..evaluate import accuracy, corpus_scores, perplexity
@@ -34,19 +35,19 @@ from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
 from ..model import build_model
 from ..model.universal import ponder_steps
 from ..parsing import gold_tree, score_outputs
-from .checkpoint import (
+from ..store.checkpoint import (
     CheckpointError,
     load_checkpoint,
     load_weights,
-    optimizer_state,
-    restore_optimizer,
     save_checkpoint,
     state_tensors,
     step_checkpoints,
     vocab_digest,
     vocab_files,
 )
+from ..store.meta import CheckpointMeta, DataIdentity
 from .loss import label_smoothed_loss
+from .optimizer_state import optimizer_state, restore_optimizer
 from .schedule import inverse_sqrt_lr
 
 
@@ -196,20 +197,19 @@ class Trainer:
             return True
         return False
 
-    def _data_identity(self) -> dict[str, str | None]:
+    def _data_identity(self) -> DataIdentity:
         """What a resumed run must find unchanged: the token ids and the examples."""
-        return {"vocab_sha256": vocab_digest(self.data.dir), "dataset_hash": self.data.meta.get("hash")}
+        return DataIdentity(vocab_sha256=vocab_digest(self.data.dir), dataset_hash=self.data.meta.hash)
 
-    def _check_same_data(self, path: Path, meta: dict[str, Any]) -> None:
+    def _check_same_data(self, path: Path, meta: CheckpointMeta) -> None:
         """Resuming on other data would feed old weights new token ids from an old data position."""
-        saved = meta.get("data_identity")
+        saved = meta.data_identity
         if saved is None:
             self.warn(f"{path} does not record its dataset; cannot check that it is unchanged")
             return
         now = self._data_identity()
-        changed = [k for k in ("vocab_sha256", "dataset_hash") if saved.get(k) != now[k]]
-        if changed:
-            what = "vocabulary" if "vocab_sha256" in changed else "dataset"
+        if saved != now:
+            what = "vocabulary" if saved.vocab_sha256 != now.vocab_sha256 else "dataset"
             raise TrainingError(
                 f"{path} was trained on another {what} than {self.data.dir}; resuming only continues the "
                 "same run on the same data: use a new --run-dir"
@@ -226,19 +226,14 @@ class Trainer:
         ):
             self.state.best_loss, self.state.best_step = latest["dev_loss"], self.state.step
         opt_scalars, opt_tensors = optimizer_state(self.optimizer)
-        meta = {
-            "step": self.state.step,
-            "src_vocab_size": len(self.data.src_vocab),
-            "tgt_vocab_size": len(self.data.tgt_vocab),
-            "shared_vocab": self.data.shared_vocab,
-            "task": self.data.meta.get("task"),
-            "data_kind": self.data.meta.get("kind"),
-            "parse_root": self.data.meta.get("root"),
-            "source": self.data.meta.get("source"),
-            "factor_vocab_sizes": [len(v) for v in self.data.factor_vocabs],
-            "data_identity": self._data_identity(),
-            "metrics": self.state.history[-1] if self.state.history else {},
-        }
+        facts = self.data.meta.model_dump(include=set(DataFacts.model_fields))
+        meta = CheckpointMeta(
+            **facts,
+            step=self.state.step,
+            factor_vocab_sizes=[len(v) for v in self.data.factor_vocabs],
+            data_identity=self._data_identity(),
+            metrics=self.state.history[-1] if self.state.history else {},
+        )
         trainer = {
             "optimizer": opt_scalars,
             "sampler": self.sampler.state_dict(),
@@ -370,7 +365,7 @@ class Trainer:
             "dev_ppl": perplexity(nll, 1),
             **ponder,
         }
-        kind = self.data.meta.get("kind")
+        kind = self.data.meta.data_kind
         if kind == "task":
             for name in ("dev", "test_long"):
                 preds, refs = self.predict(self.data.splits[name])
@@ -379,7 +374,7 @@ class Trainer:
         elif kind == "parse":
             preds, _ = self.predict(self.data.splits["dev"])
             golds = [gold_tree(line) for line in self.data.gold_trees("dev")]
-            score, _ = score_outputs(self.data.tgt_vocab, preds, golds, self.data.meta["root"])
+            score, _ = score_outputs(self.data.tgt_vocab, preds, golds, self.data.meta.parse_root or "S")
             metrics["dev_f1"], metrics["dev_precision"], metrics["dev_recall"] = (
                 score.f1,
                 score.precision,

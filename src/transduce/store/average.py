@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, step_checkpoints, vocab_digest
+from .meta import Averaged
 
 
 def last_checkpoints(run_dir: Path, k: int) -> list[Path]:
@@ -30,7 +31,7 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
     first = load_checkpoint(paths[0])
     vocab = vocab_digest(paths[0])
     sums = {k: v.to(torch.float64) for k, v in first.weights.items()}
-    steps = [int(first.meta.get("step", 0))]
+    steps = [first.meta.step]
     for path in paths[1:]:
         ck = load_checkpoint(path)
         if ck.config.model != first.config.model:
@@ -46,12 +47,8 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
             raise CheckpointError(f"cannot average {paths[0]} and {path}: parameter names or shapes differ")
         for k, v in ck.weights.items():
             sums[k] += v.to(torch.float64)
-        steps.append(int(ck.meta.get("step", 0)))
+        steps.append(ck.meta.step)
     averaged = {k: (v / len(paths)).to(first.weights[k].dtype) for k, v in sums.items()}
-    meta = {k: v for k, v in first.meta.items() if k not in ("metrics", "averaged_from")}
-    meta.update(
-        step=max(steps),
-        metrics={},
-        averaged_from=[{"checkpoint": Path(p).name, "step": s} for p, s in zip(paths, steps, strict=True)],
-    )
+    what = [Averaged(checkpoint=Path(p).name, step=s) for p, s in zip(paths, steps, strict=True)]
+    meta = first.meta.model_copy(update={"step": max(steps), "metrics": {}, "averaged_from": what})
     return Checkpoint(first.path, first.config, meta, averaged)

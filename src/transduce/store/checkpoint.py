@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..config import Config, build_config
+from ..data.meta import MetaError, read_model
 from ..fileio import atomic_directory
+from .meta import CheckpointMeta
 
 STEP_DIR = re.compile(r"^ckpt-(\d{8})$")
 
@@ -61,21 +62,17 @@ class Checkpoint:
 
     path: Path
     config: Config
-    meta: dict[str, Any]
+    meta: CheckpointMeta
     weights: dict[str, Tensor]
     trainer: dict[str, Any] | None = None
     trainer_tensors: dict[str, Tensor] = field(default_factory=dict)
-
-    @property
-    def step(self) -> int:
-        return int(self.meta.get("step", 0))
 
 
 def save_checkpoint(
     path: Path,
     weights: dict[str, Tensor],
     config: Config,
-    meta: dict[str, Any],
+    meta: CheckpointMeta,
     vocab_files: list[Path],
     trainer: dict[str, Any] | None = None,
     trainer_tensors: dict[str, Tensor] | None = None,
@@ -94,26 +91,26 @@ def save_checkpoint(
             save_file(trainer_tensors or {}, str(tmp / "trainer.safetensors"))
             (tmp / "trainer.json").write_text(json.dumps(trainer), encoding="utf-8")
             files += ["trainer.safetensors", "trainer.json"]
-        meta = {k: v for k, v in meta.items() if k not in ("config", "checksums")}
-        full = {
-            **meta,
-            "config": config.model_dump(mode="json"),
-            "checksums": {name: _sha256(tmp / name) for name in files},
-        }
-        (tmp / "config.json").write_text(json.dumps(full, indent=2), encoding="utf-8")
+        full = meta.model_copy(
+            update={
+                "config": config.model_dump(mode="json"),
+                "checksums": {name: _sha256(tmp / name) for name in files},
+            }
+        )
+        (tmp / "config.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
 
 
-def read_meta(path: Path) -> dict[str, Any]:
-    """A checkpoint's config.json (config, vocabulary sizes, checksums), without the weights."""
+def read_meta(path: Path) -> CheckpointMeta:
+    """A checkpoint's config.json (config, data facts, checksums), validated, without the weights."""
     config_file = Path(path) / "config.json"
     if not config_file.exists():
         raise CheckpointError(f"{path}: not a checkpoint (no config.json)")
     try:
-        meta = json.loads(config_file.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise CheckpointError(f"{config_file}: unreadable checkpoint metadata: {exc}") from None
-    if not isinstance(meta, dict) or "config" not in meta:
-        raise CheckpointError(f"{config_file}: unreadable checkpoint metadata: no 'config' section")
+        meta = read_model(config_file, CheckpointMeta)
+    except MetaError as exc:
+        raise CheckpointError(str(exc)) from None
+    if not meta.config:
+        raise CheckpointError(f"{config_file}: invalid metadata: no 'config' section")
     return meta
 
 
@@ -122,7 +119,7 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
     path = Path(path)
     meta = read_meta(path)
     try:
-        config = build_config(meta["config"])
+        config = build_config(meta.config)
     except ValueError as exc:
         raise CheckpointError(f"{path / 'config.json'}: unreadable checkpoint metadata: {exc}") from None
     names = ["model.safetensors"] + (["trainer.safetensors", "trainer.json"] if with_trainer else [])
@@ -132,7 +129,7 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
             raise CheckpointError(f"{file}: missing from the checkpoint")
         if file.is_symlink() or not file.is_file():
             raise CheckpointError(f"{file}: not a regular file (links and devices are refused)")
-        expected = (meta.get("checksums") or {}).get(name)
+        expected = meta.checksums.get(name)
         if expected is None:
             raise CheckpointError(
                 f"{file}: no checksum in {path / 'config.json'}; the checkpoint is incomplete"
@@ -172,34 +169,6 @@ def step_checkpoints(directory: Path) -> list[Path]:
     if not directory.exists():
         return []
     return sorted(p for p in directory.iterdir() if p.is_dir() and STEP_DIR.match(p.name))
-
-
-def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """Split an optimizer state dict into JSON scalars and named tensors."""
-    state = optimizer.state_dict()
-    tensors: dict[str, Tensor] = {}
-    scalars: dict[str, Any] = {}
-    for pid, slots in state["state"].items():
-        for slot, value in slots.items():
-            if isinstance(value, Tensor):
-                tensors[f"optim.{pid}.{slot}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[f"{pid}.{slot}"] = value
-    return {"param_groups": state["param_groups"], "scalars": scalars}, tensors
-
-
-def restore_optimizer(
-    optimizer: torch.optim.Optimizer, saved: dict[str, Any], tensors: dict[str, Tensor]
-) -> None:
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, pid, slot = key.split(".", 2)
-            state.setdefault(int(pid), {})[slot] = value
-    for key, value in saved["scalars"].items():
-        pid, slot = key.split(".", 1)
-        state.setdefault(int(pid), {})[slot] = value
-    optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
 
 
 def vocab_files(directory: Path) -> list[Path]:

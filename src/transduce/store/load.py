@@ -1,0 +1,115 @@
+"""Load a trained model for decoding from a checkpoint or run directory; resolve what a user
+names (preset, config file or checkpoint) into a config and vocabulary sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel, Field, ValidationError
+from torch import nn
+
+from ..config import Config, build_config, load_config
+from ..data.vocab import Vocab, load_vocab, vocab_exists
+from ..model import build_model
+from .checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    load_weights,
+    read_meta,
+    save_checkpoint,
+    step_checkpoints,
+    vocab_files,
+)
+from .meta import CheckpointMeta
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    config: Config
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    path: Path
+    meta: CheckpointMeta
+    factor_vocabs: list[Vocab]
+
+
+class Best(BaseModel):
+    """A run directory's best.json: the step of the checkpoint with the best dev score."""
+
+    step: int = Field(ge=0)
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A checkpoint directory as given, or a run directory's best (else newest) checkpoint."""
+    path = Path(path)
+    if (path / "config.json").exists():
+        return path
+    steps = step_checkpoints(path / "checkpoints")
+    if not steps:
+        raise CheckpointError(f"{path}: neither a checkpoint nor a run directory with checkpoints")
+    best = path / "best.json"
+    if best.exists():
+        try:
+            step = Best.model_validate_json(best.read_text(encoding="utf-8")).step
+        except (ValidationError, OSError) as exc:
+            raise CheckpointError(
+                f"{best}: unreadable ({type(exc).__name__}); delete it to use the newest"
+            ) from None
+        candidate = path / "checkpoints" / f"ckpt-{step:08d}"
+        if candidate.exists():
+            return candidate
+    return steps[-1]
+
+
+def _vocab(prefix: Path) -> Vocab:
+    """A checkpoint's vocabulary; a missing or damaged one is a CheckpointError naming it."""
+    try:
+        return load_vocab(prefix)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{prefix}.*: vocabulary missing or damaged ({exc})") from None
+
+
+def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
+    ck_path = resolve_checkpoint(path)
+    ck = load_checkpoint(ck_path)
+    meta = ck.meta
+    src_vocab = _vocab(ck_path / "src")
+    tgt_vocab = _vocab(ck_path / "tgt") if vocab_exists(ck_path / "tgt") else src_vocab
+    for side, vocab, size in (
+        ("src", src_vocab, meta.src_vocab_size),
+        ("tgt", tgt_vocab, meta.tgt_vocab_size),
+    ):
+        if len(vocab) != size:
+            raise CheckpointError(
+                f"{ck_path}: the {side} vocabulary has {len(vocab)} entries, the model {size}"
+            )
+    model = build_model(ck.config.model, meta.src_vocab_size, meta.tgt_vocab_size, 0, meta.factor_vocab_sizes)
+    load_weights(model, ck.weights)
+    model.to(device or torch.device("cpu")).eval()
+    factor_vocabs = [_vocab(ck_path / f"src.factor{k}") for k in range(len(meta.factor_vocab_sizes))]
+    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, meta, factor_vocabs)
+
+
+def write_model_checkpoint(
+    out: Path, ck: Checkpoint, command: str, inputs: tuple[Path, ...] = (), force: bool = False
+) -> None:
+    """Write a decoding-only checkpoint (weights, config, vocabularies) from loaded parts."""
+    save_checkpoint(
+        out, ck.weights, ck.config, ck.meta, vocab_files(ck.path), command=command, inputs=inputs, force=force
+    )
+
+
+def resolve_model_source(
+    source: str, overrides: list[str], src_vocab: int, tgt_vocab: int | None
+) -> tuple[Config, int, int]:
+    """A checkpoint directory gives its own config and vocabulary sizes; else preset/file."""
+    path = Path(source)
+    if path.is_dir():
+        meta = read_meta(resolve_checkpoint(path))
+        return build_config(meta.config, overrides), meta.src_vocab_size, meta.tgt_vocab_size
+    cfg = load_config(source, overrides)
+    return cfg, src_vocab, tgt_vocab if tgt_vocab is not None else src_vocab

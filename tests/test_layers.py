@@ -1,0 +1,117 @@
+"""The package's layers point one way: no import cycles, and no import up the layers.
+
+Imports are read from the source (function-local ones included), so a cycle hidden inside a
+function body is found too. docs/architecture.md draws the same layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transduce"
+
+# Top-level module or subpackage -> layer; a module may import only from lower layers or
+# from inside its own subpackage.
+LAYERS = {
+    "config": 0,
+    "fileio": 0,
+    "data": 1,
+    "model": 2,
+    "evalb": 2,
+    "parsing": 3,
+    "store": 3,
+    "cost": 3,
+    "decode": 4,
+    "evaluate": 4,
+    "attention_plot": 5,
+    "interop": 5,
+    "train": 5,
+    "serve": 6,
+    "cli": 7,
+    "__main__": 8,
+    "__init__": 0,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(p for p in parts if p != "__init__") or "__init__"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Modules of the package that `path` imports, as dotted names relative to the package."""
+    own = module_name(path).split(".")
+    package = own if path.name == "__init__.py" else own[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1] if node.level > 1 else package
+                target = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.startswith("transduce"):
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:
+                candidate = ".".join([*target, alias.name])
+                found.add(
+                    candidate
+                    if (PACKAGE / Path(*candidate.split("."))).with_suffix(".py").exists()
+                    else ".".join(target)
+                )
+    return {name for name in found if name}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {i for i in imports_of(path) if i in modules} for name, path in modules.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph (depth-first search), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)) is not None:
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_checker_finds_a_planted_cycle():
+    edges = graph()
+    edges["config"] = {*edges["config"], "cli"}  # cli imports config: now a loop
+    assert find_cycle(edges) is not None
+
+
+def test_imports_only_point_down_the_layers():
+    upward = []
+    for name, targets in graph().items():
+        top = name.split(".")[0]
+        for target in targets:
+            other = target.split(".")[0]
+            if other != top and LAYERS[other] >= LAYERS[top]:
+                upward.append(f"{name} -> {target}")
+    assert not upward, "imports up or across the layers: " + ", ".join(sorted(upward))
+
+
+def test_every_module_has_a_layer():
+    assert {name.split(".")[0] for name in graph()} <= set(LAYERS)
