@@ -128,6 +128,29 @@ def test_limits_and_malformed_requests(served):
         assert httpx.post(url, json=body).status_code == 422, body
 
 
+@pytest.mark.parametrize("alpha", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_alpha_is_422_not_500(served, alpha):
+    server, _, _ = served
+    body = '{"segments": ["1 2"], "alpha": ' + alpha + "}"
+    response = httpx.post(
+        f"{server.url}/translate", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "alpha"]
+
+
+def test_422_names_the_problem_without_echoing_the_input(served):
+    server, _, _ = served
+    marker = "echo-me-" * 500
+    response = httpx.post(f"{server.url}/translate", json={"segments": marker})
+    assert response.status_code == 422
+    assert "echo-me" not in response.text and len(response.content) < 500
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "segments"] and error["msg"] and "input" not in error
+    unknown = httpx.post(f"{server.url}/translate", json={"segments": ["1"], "colour": marker})
+    assert unknown.status_code == 422 and "echo-me" not in unknown.text
+
+
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
     import transduce.serve as serve_module

@@ -20,7 +20,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .config import DecodeConfig
@@ -35,7 +36,7 @@ PAGE = Path(__file__).with_name("serve_page.html")
 class TranslateRequest(BaseModel):
     """POST /translate body: every field but `segments` is optional."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     segments: list[str]
     beam: int | None = Field(None, ge=1, le=64)
     alpha: float | None = Field(None, ge=0.0, le=10.0)
@@ -174,6 +175,13 @@ def _package_version() -> str:
         return "unknown"
 
 
+async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 saying where and what is wrong but not the input: echoing a huge body back costs
+    bandwidth, and a NaN or Infinity in it cannot even be written as JSON (that made a 500)."""
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
 def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
     """The ASGI application serving one loaded model."""
     limits = limits or Limits()
@@ -189,6 +197,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         batcher.executor.shutdown(wait=True)
 
     app = FastAPI(title="transduce", version=_package_version(), lifespan=lifespan)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.state.batcher = batcher
 
     def check_key(request: Request) -> None:
