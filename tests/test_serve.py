@@ -10,7 +10,9 @@ import httpx
 import pytest
 import uvicorn
 from tiny import train_tiny
+from typer.testing import CliRunner
 
+from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.inference import load_model
 from transduce.serve import Limits, create_app
@@ -67,8 +69,10 @@ def test_health_info_and_openapi(served):
     info = httpx.get(f"{server.url}/info").json()
     assert info["src_vocab_size"] == len(loaded.src_vocab) and info["config"]["model"]["d_model"] == 32
     assert "version" in info
+    assert info["checkpoint"] == loaded.path.name and str(loaded.path.parent) not in str(info)
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert "/translate" in schema["paths"] and "/attention" in schema["paths"]
+    assert [httpx.get(f"{server.url}{page}").status_code for page in ("/docs", "/redoc")] == [404, 404]
 
 
 def test_translate_keeps_order_and_equals_direct_decoding(served):
@@ -187,11 +191,25 @@ def test_api_key_is_required_when_set(checkpoint):
     try:
         url = f"{server.url}/translate"
         assert httpx.post(url, json={"segments": ["1"]}).status_code == 401
+        for wrong in ("", "s3cre", "S3CRET", "s3cret-and-more", "x"):
+            assert httpx.post(url, json={"segments": ["1"]}, headers={"X-API-Key": wrong}).status_code == 401
         ok = httpx.post(url, json={"segments": ["1"]}, headers={"X-API-Key": "s3cret"})
         assert ok.status_code == 200
+        assert httpx.get(f"{server.url}/info").status_code == 401
         assert httpx.get(f"{server.url}/health").status_code == 200
     finally:
         server.stop()
+
+
+def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
+    with pytest.raises(ValueError, match="empty"):
+        create_app(load_model(checkpoint), api_key="")
+    given = CliRunner().invoke(cli, ["serve", str(checkpoint), "--api-key", ""])
+    assert given.exit_code == 2 and given.output.startswith("error: --api-key is empty")
+    assert given.output.count("\n") == 1
+    monkeypatch.setenv("TRANSDUCE_API_KEY", "")
+    from_env = CliRunner().invoke(cli, ["serve", str(checkpoint)])
+    assert from_env.exit_code == 2 and from_env.output.startswith("error: TRANSDUCE_API_KEY is empty")
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):

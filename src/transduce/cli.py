@@ -786,7 +786,7 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     api_key: Annotated[
         str | None,
-        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY, if set)."),
+        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY); empty: error."),
     ] = None,
     max_segments: Annotated[int, typer.Option(help="Most segments per request (more: 413).")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters per segment (more: 413).")] = 2000,
@@ -802,15 +802,18 @@ def serve(
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
-    The OpenAPI schema is at /openapi.json and interactive docs at /docs."""
+    The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
+    from .serve import Limits, api_key_from_env, create_app, is_loopback
+
+    key = api_key if api_key is not None else api_key_from_env()
+    if key == "":
+        source = "--api-key" if api_key is not None else "TRANSDUCE_API_KEY"
+        fail(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
     import torch
     import uvicorn
 
-    from .serve import Limits, api_key_from_env, create_app, is_loopback
-
     if threads:
         torch.set_num_threads(threads)
-    key = api_key or api_key_from_env()
     if not is_loopback(host) and key is None:
         console.print(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import os
 import time
 from collections.abc import AsyncIterator
@@ -185,6 +186,8 @@ async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResp
 def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
     """The ASGI application serving one loaded model."""
     limits = limits or Limits()
+    if api_key == "":
+        raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")
     if loaded.config.model.syntax_mask != "none":
         raise ValueError("serving syntax-aware models (which need source trees) is not supported")
     batcher = Batcher(loaded, limits)
@@ -196,12 +199,15 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         worker.cancel()
         batcher.executor.shutdown(wait=True)
 
-    app = FastAPI(title="transduce", version=_package_version(), lifespan=lifespan)
+    # No /docs or /redoc: their pages load scripts from a CDN, so they break offline; /openapi.json stays.
+    app = FastAPI(
+        title="transduce", version=_package_version(), lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.state.batcher = batcher
 
     def check_key(request: Request) -> None:
-        if api_key is not None and request.headers.get("x-api-key") != api_key:
+        if api_key is not None and not _same_key(request.headers.get("x-api-key", ""), api_key):
             raise HTTPException(401, "missing or wrong X-API-Key header")
 
     @app.get("/health")
@@ -212,7 +218,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
     def info() -> dict:
         return {
             "version": _package_version(),
-            "checkpoint": str(loaded.path),
+            "checkpoint": loaded.path.name,  # not the absolute path: it tells clients about the host
             "config": loaded.config.model_dump(mode="json"),
             "src_vocab_size": len(loaded.src_vocab),
             "tgt_vocab_size": len(loaded.tgt_vocab),
@@ -294,9 +300,16 @@ def _cross_attention(
     return cross.mean(0).tolist()
 
 
+def _same_key(given: str, expected: str) -> bool:
+    """Constant-time comparison, so response timing does not reveal how much of a guess matched."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
 def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
 
 
 def api_key_from_env() -> str | None:
-    return os.environ.get("TRANSDUCE_API_KEY") or None
+    """$TRANSDUCE_API_KEY as set: an empty value is returned as "" so the caller can refuse it
+    instead of silently serving without a key."""
+    return os.environ.get("TRANSDUCE_API_KEY")
