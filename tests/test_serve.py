@@ -51,7 +51,7 @@ class Server:
 @pytest.fixture(scope="module")
 def served(checkpoint):
     loaded = load_model(checkpoint)
-    app = create_app(loaded, Limits(max_segments=8, max_chars=50, max_wait_ms=300))
+    app = create_app(loaded, Limits(max_segments=8, max_chars=50, max_wait_ms=300, max_body_bytes=4096))
     server = Server(app)
     yield server, loaded, app
     server.stop()
@@ -153,6 +153,23 @@ def test_422_names_the_problem_without_echoing_the_input(served):
     assert error["loc"] == ["body", "segments"] and error["msg"] and "input" not in error
     unknown = httpx.post(f"{server.url}/translate", json={"segments": ["1"], "colour": marker})
     assert unknown.status_code == 422 and "echo-me" not in unknown.text
+
+
+def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
+    server, _, _ = served
+    url = f"{server.url}/translate"
+    big = ('{"segments": ["' + "1 " * 30_000 + '"]}').encode()
+    declared = httpx.post(url, content=big, headers={"Content-Type": "application/json"})
+    assert declared.status_code == 413 and "4096 bytes" in declared.json()["detail"]
+    assert len(declared.content) < 200
+
+    def chunks():
+        for start in range(0, len(big), 1000):
+            yield big[start : start + 1000]
+
+    streamed = httpx.post(url, content=chunks(), headers={"Content-Type": "application/json"})
+    assert streamed.status_code == 413 and "4096 bytes" in streamed.json()["detail"]
+    assert httpx.post(url, json={"segments": ["1 2"] * 8}).status_code == 200
 
 
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):

@@ -790,6 +790,9 @@ def serve(
     ] = None,
     max_segments: Annotated[int, typer.Option(help="Most segments per request (more: 413).")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters per segment (more: 413).")] = 2000,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body in bytes (more: 413, read no further).")
+    ] = 1 << 20,
     max_batch_tokens: Annotated[
         int, typer.Option(help="Source-token budget of one dynamically gathered batch.")
     ] = 4096,
@@ -822,7 +825,16 @@ def serve(
     loaded = _load_for_decoding(checkpoint, quantize)
     try:
         application = create_app(
-            loaded, Limits(max_segments, max_chars, max_batch_tokens, max_wait_ms, batching), key
+            loaded,
+            Limits(
+                max_segments=max_segments,
+                max_chars=max_chars,
+                max_body_bytes=max_body_bytes,
+                max_batch_tokens=max_batch_tokens,
+                max_wait_ms=max_wait_ms,
+                batching=batching,
+            ),
+            key,
         )
     except ValueError as exc:
         fail(str(exc))

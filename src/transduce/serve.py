@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .config import DecodeConfig
 from .data.source import SourceAnnotation
@@ -78,6 +79,7 @@ class AttentionResponse(BaseModel):
 class Limits:
     max_segments: int = 64
     max_chars: int = 2000
+    max_body_bytes: int = 1 << 20
     max_batch_tokens: int = 4096
     max_wait_ms: float = 10.0
     batching: bool = True
@@ -169,6 +171,40 @@ def _by_options(jobs: list[_Job]) -> list[list[_Job]]:
     return list(groups.values())
 
 
+class _BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over `limit` bytes, by its Content-Length before reading
+    any of it, or as soon as a streamed body passes the limit, so no request is buffered whole."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            error = _BodyTooLarge(self.limit)
+            await JSONResponse({"detail": error.detail}, 413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _BodyTooLarge(self.limit)  # FastAPI answers an HTTPException raised while reading
+            return message
+
+        await self.app(scope, counted, send)
+
+
 def _package_version() -> str:
     try:
         return version("transduce")
@@ -204,6 +240,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         title="transduce", version=_package_version(), lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     app.state.batcher = batcher
 
     def check_key(request: Request) -> None:
