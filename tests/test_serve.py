@@ -1,14 +1,12 @@
 """The REST server over real HTTP on a loopback port: translate, batching, limits, errors, page."""
 
 import shutil
-import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
+from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
 
@@ -23,29 +21,6 @@ SEGMENTS = ["1 2 3", "4 5", "", "6 7 8 9", "3 3"]
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return train_tiny(tmp_path_factory.mktemp("serve") / "run", 30)
-
-
-class Server:
-    """uvicorn in a thread on a free loopback port."""
-
-    def __init__(self, app):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture(scope="module")

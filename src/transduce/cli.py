@@ -793,9 +793,23 @@ def serve(
     max_body_bytes: Annotated[
         int, typer.Option(help="Largest request body in bytes (more: 413, read no further).")
     ] = 1 << 20,
+    max_request_tokens: Annotated[
+        int, typer.Option(help="Most work per request, in source tokens (with EOS) x beam (more: 413).")
+    ] = 32768,
     max_batch_tokens: Annotated[
-        int, typer.Option(help="Source-token budget of one dynamically gathered batch.")
+        int,
+        typer.Option(
+            help="Most work per decode call (source tokens x beam), so also per segment (more: 413); "
+            "larger requests are decoded in such calls, taking turns with other requests."
+        ),
     ] = 4096,
+    max_queued_tokens: Annotated[
+        int, typer.Option(help="Most work waiting to be decoded (source tokens x beam); more: 503.")
+    ] = 65536,
+    request_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a request may take, queueing included (more: 503, its work dropped)."),
+    ] = 60.0,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long the first queued request waits for others to batch with.")
     ] = 10.0,
@@ -830,7 +844,10 @@ def serve(
                 max_segments=max_segments,
                 max_chars=max_chars,
                 max_body_bytes=max_body_bytes,
+                max_request_tokens=max_request_tokens,
                 max_batch_tokens=max_batch_tokens,
+                max_queued_tokens=max_queued_tokens,
+                request_timeout=request_timeout,
                 max_wait_ms=max_wait_ms,
                 batching=batching,
             ),

@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import os
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from .decode.translate import decode_all
 from .inference import LoadedModel, encode_inputs
 
 PAGE = Path(__file__).with_name("serve_page.html")
+POLL_S = 0.1  # how often a waiting request checks for its client gone or its time up
 
 
 class TranslateRequest(BaseModel):
@@ -77,98 +79,217 @@ class AttentionResponse(BaseModel):
 
 @dataclass
 class Limits:
+    """Bounds on one request and on the work the server takes on; each is the `serve` option of
+    the same name. Work is counted in source tokens (with EOS) times beam."""
+
     max_segments: int = 64
     max_chars: int = 2000
     max_body_bytes: int = 1 << 20
+    max_request_tokens: int = 32768
     max_batch_tokens: int = 4096
+    max_queued_tokens: int = 65536
+    request_timeout: float = 60.0
     max_wait_ms: float = 10.0
     batching: bool = True
 
 
-@dataclass
+def segment_work(source: list[int], beam: int) -> int:
+    """The decoding cost budgeted for a segment: its tokens with EOS times the beam (an empty
+    segment is not decoded, so 0)."""
+    return (len(source) + 1) * beam if source else 0
+
+
+class Overloaded(Exception):
+    """More queued work than `max_queued_tokens`: the request is refused, not queued."""
+
+
+@dataclass(eq=False)
 class _Job:
+    """One request's segments; `pending` holds those not yet given to a decode call."""
+
     sources: list[list[int]]
     annotations: list[SourceAnnotation] | None
     options: DecodeConfig
     future: asyncio.Future[list[list[Hypothesis]]]
-    tokens: int = field(init=False)
+    arrived: float = field(default_factory=time.monotonic)
+    key: str = field(init=False)  # requests batch together only with the same search options
+    pending: deque[int] = field(init=False)
+    results: list[list[Hypothesis]] = field(init=False)
+    unfinished: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tokens = sum(len(s) + 1 for s in self.sources)
+        self.key = self.options.model_dump_json()
+        self.pending = deque(i for i, s in enumerate(self.sources) if s)
+        self.results = [[] for _ in self.sources]
+        self.unfinished = len(self.pending)
+
+    def work(self, i: int) -> int:
+        return segment_work(self.sources[i], self.options.beam)
+
+    def queued_work(self) -> int:
+        return sum(self.work(i) for i in self.pending)
+
+    def finish(self, taken: list[int], hyps: list[list[Hypothesis]]) -> None:
+        for i, h in zip(taken, hyps, strict=True):
+            self.results[i] = h
+        self.unfinished -= len(taken)
+        if self.unfinished == 0 and not self.future.done():
+            self.future.set_result(self.results)
 
 
 class Batcher:
-    """Queue of translation jobs, decoded in groups of the same options on one thread."""
+    """Decodes requests on one thread in bounded calls that take turns between requests.
+
+    A call holds at most `max_batch_tokens` of work: segments of requests with the same search
+    options, one segment per request per round, starting with the request whose turn it is.
+    The requests served by a call go to the back of the line when it ends, so a request arriving
+    behind a large one waits for the call in progress and one call per request ahead of it, not
+    for the whole large request. A failed call is retried per request, so only a failing
+    request fails.
+    """
 
     def __init__(self, loaded: LoadedModel, limits: Limits) -> None:
         self.loaded, self.limits = loaded, limits
-        self.queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self.line: deque[_Job] = deque()  # requests with segments still to decode, in turn order
+        self.changed = asyncio.Event()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self.batches = 0  # decode calls made, for tests and /info
+        self.segments = 0  # segments decoded
+        self.dropped = 0  # requests given up (client gone, time up) with work left
 
-    async def submit(
+    def queued_work(self) -> int:
+        return sum(job.queued_work() for job in self.line)
+
+    def submit(
         self, sources: list[list[int]], annotations: list[SourceAnnotation] | None, options: DecodeConfig
-    ) -> list[list[Hypothesis]]:
+    ) -> _Job:
+        """Queue a request; its future gets the hypotheses per segment. Overloaded if the queue
+        would hold more than `max_queued_tokens`."""
         job = _Job(sources, annotations, options, asyncio.get_running_loop().create_future())
-        await self.queue.put(job)
-        return await job.future
+        if not job.pending:
+            job.future.set_result(job.results)
+            return job
+        queued = self.queued_work()
+        if queued + job.queued_work() > self.limits.max_queued_tokens:
+            raise Overloaded(f"{queued} source tokens x beam already queued")
+        self.line.append(job)
+        self.changed.set()
+        return job
+
+    def drop(self, job: _Job) -> None:
+        """Forget a request nobody waits for any more: its queued segments are never decoded."""
+        if job in self.line:
+            self.line.remove(job)
+        job.pending.clear()
+        if not job.future.done():
+            job.future.cancel()
+            self.dropped += 1
 
     async def run(self) -> None:
         while True:
-            jobs = [await self.queue.get()]
-            if self.limits.batching:
-                jobs += await self._gather_more(jobs[0])
-            for group in _by_options(jobs):
-                await self._decode(group)
+            batch = await self._next_batch()
+            await self._decode(batch)
+            self._to_back([job for job, _ in batch])
 
-    async def _gather_more(self, first: _Job) -> list[_Job]:
-        """Jobs arriving within max_wait_ms of the first, within the token budget."""
-        more: list[_Job] = []
-        tokens = first.tokens
-        deadline = time.monotonic() + self.limits.max_wait_ms / 1000
-        while tokens < self.limits.max_batch_tokens:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                job = await asyncio.wait_for(self.queue.get(), left)
-            except TimeoutError:
-                break
-            more.append(job)
-            tokens += job.tokens
-        return more
+    async def _next_batch(self) -> list[tuple[_Job, list[int]]]:
+        """Wait for work; with batching, the request at the head waits up to max_wait_ms from
+        its arrival for others with its options, unless a call's worth is already queued."""
+        while True:
+            self.changed.clear()
+            wait = None
+            if self.line:
+                head = self.line[0]
+                wait = head.arrived + self.limits.max_wait_ms / 1000 - time.monotonic()
+                if (
+                    not self.limits.batching
+                    or wait <= 0
+                    or self._work_like(head) >= self.limits.max_batch_tokens
+                ):
+                    return self._take(head)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), wait)
 
-    async def _decode(self, jobs: list[_Job]) -> None:
-        """Decode jobs together; if that fails, one by one, so only a failing job fails."""
-        sources = [s for job in jobs for s in job.sources]
-        annotated = jobs[0].annotations is not None
-        annotations = [a for job in jobs for a in job.annotations or []] if annotated else None
+    def _work_like(self, head: _Job) -> int:
+        return sum(job.queued_work() for job in self.line if job.key == head.key)
+
+    def _take(self, head: _Job) -> list[tuple[_Job, list[int]]]:
+        """Segments for one call, round-robin over the requests like `head` (itself first),
+        within max_batch_tokens; the head's first segment is taken whatever its size."""
+        jobs = [job for job in self.line if job.key == head.key] if self.limits.batching else [head]
+        taken: dict[_Job, list[int]] = {}
+        room = self.limits.max_batch_tokens
+        took = True
+        while took:
+            took = False
+            for job in jobs:
+                if job.pending and (not taken or job.work(job.pending[0]) <= room):
+                    room -= job.work(job.pending[0])
+                    taken.setdefault(job, []).append(job.pending.popleft())
+                    took = True
+        return list(taken.items())
+
+    def _to_back(self, served: list[_Job]) -> None:
+        for job in served:
+            if job in self.line:
+                self.line.remove(job)
+                if job.pending:
+                    self.line.append(job)
+
+    async def _decode(self, batch: list[tuple[_Job, list[int]]]) -> None:
+        """Decode the batch in one call; if that fails, each request's part alone."""
+        first = batch[0][0]
+        sources = [job.sources[i] for job, taken in batch for i in taken]
+        annotations = None
+        if first.annotations is not None:  # all or none: they come with the model's input format
+            annotations = [job.annotations[i] for job, taken in batch for i in taken]  # type: ignore[index]
         loop = asyncio.get_running_loop()
         self.batches += 1
         try:
             results = await loop.run_in_executor(
                 self.executor,
-                lambda: decode_all(self.loaded.model, sources, jobs[0].options, annotations=annotations),
+                lambda: decode_all(self.loaded.model, sources, first.options, annotations=annotations),
             )
         except Exception as exc:  # a bad batch never takes the server or other requests down
-            if len(jobs) > 1:
-                for job in jobs:
-                    await self._decode([job])
-            elif not jobs[0].future.done():
-                jobs[0].future.set_exception(exc)
+            if len(batch) > 1:
+                for part in batch:
+                    await self._decode([part])
+            else:
+                self._fail(first, exc)
             return
+        self.segments += len(sources)
         start = 0
-        for job in jobs:
-            if not job.future.done():
-                job.future.set_result(results[start : start + len(job.sources)])
-            start += len(job.sources)
+        for job, taken in batch:
+            job.finish(taken, results[start : start + len(taken)])
+            start += len(taken)
+
+    def _fail(self, job: _Job, exc: Exception) -> None:
+        job.pending.clear()
+        if job in self.line:
+            self.line.remove(job)
+        if not job.future.done():
+            job.future.set_exception(exc)
 
 
-def _by_options(jobs: list[_Job]) -> list[list[_Job]]:
-    groups: dict[str, list[_Job]] = {}
-    for job in jobs:
-        groups.setdefault(job.options.model_dump_json(), []).append(job)
-    return list(groups.values())
+async def outcome(batcher: Batcher, job: _Job, request: Request, timeout: float) -> list[list[Hypothesis]]:
+    """The job's hypotheses. A job whose client disconnected or whose `timeout` (seconds from
+    arrival) passed is dropped, so no work is done for nobody; the latter answers 503."""
+    try:
+        while not job.future.done():
+            left = job.arrived + timeout - time.monotonic()
+            if left <= 0:
+                raise HTTPException(
+                    503, f"not decoded within {timeout:g} s; try later, or fewer segments or a smaller beam"
+                )
+            await asyncio.wait({job.future}, timeout=min(left, POLL_S))
+            if not job.future.done() and await request.is_disconnected():
+                raise HTTPException(503, "the client disconnected")
+    finally:
+        if not job.future.done():
+            batcher.drop(job)
+    try:
+        return job.future.result()
+    except Exception as exc:
+        raise HTTPException(500, f"decoding failed: {exc}") from None
 
 
 class _BodyTooLarge(HTTPException):
@@ -261,10 +382,43 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             "tgt_vocab_size": len(loaded.tgt_vocab),
             "limits": limits.__dict__,
             "batches_decoded": batcher.batches,
+            "segments_decoded": batcher.segments,
+            "requests_dropped": batcher.dropped,
+            "queued_tokens": batcher.queued_work(),
         }
 
+    def check_work(sources: list[list[int]], beam: int) -> None:
+        """413 for a request over its decoding budget, or with a segment too big for one call
+        (which could not take turns with other requests)."""
+        works = [segment_work(s, beam) for s in sources]
+        if max(works, default=0) > limits.max_batch_tokens:
+            raise HTTPException(
+                413,
+                f"a segment of {max(works) // beam - 1} tokens at beam {beam} is {max(works)} source tokens "
+                f"x beam; at most {limits.max_batch_tokens} per segment: shorten it or lower the beam",
+            )
+        if sum(works) > limits.max_request_tokens:
+            raise HTTPException(
+                413,
+                f"the request is {sum(works)} source tokens x beam; at most {limits.max_request_tokens}: "
+                "send fewer segments or lower the beam",
+            )
+
+    async def decode(
+        request: Request,
+        sources: list[list[int]],
+        annotations: list[SourceAnnotation] | None,
+        options: DecodeConfig,
+    ) -> list[list[Hypothesis]]:
+        check_work(sources, options.beam)
+        try:
+            job = batcher.submit(sources, annotations, options)
+        except Overloaded as exc:
+            raise HTTPException(503, f"server busy ({exc}); try again later") from None
+        return await outcome(batcher, job, request, limits.request_timeout)
+
     @app.post("/translate", response_model=TranslateResponse, dependencies=[Depends(check_key)])
-    async def translate(body: TranslateRequest) -> TranslateResponse:
+    async def translate(body: TranslateRequest, request: Request) -> TranslateResponse:
         if len(body.segments) > limits.max_segments:
             raise HTTPException(
                 413, f"{len(body.segments)} segments; at most {limits.max_segments} per request"
@@ -285,10 +439,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             sources, annotations = encode_inputs(loaded, body.segments)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        try:
-            results = await batcher.submit(sources, annotations, options)
-        except Exception as exc:
-            raise HTTPException(500, f"decoding failed: {exc}") from None
+        results = await decode(request, sources, annotations, options)
         out: list[Translation | list[Translation]] = []
         for hyps in results:
             found = [Translation(text=loaded.tgt_vocab.decode(h.tokens), score=h.score) for h in hyps]
@@ -297,7 +448,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         return TranslateResponse(translations=out)
 
     @app.post("/attention", response_model=AttentionResponse, dependencies=[Depends(check_key)])
-    async def attention(body: AttentionRequest) -> AttentionResponse:
+    async def attention(body: AttentionRequest, request: Request) -> AttentionResponse:
         if len(body.segment) > limits.max_chars:
             raise HTTPException(
                 413, f"the segment has {len(body.segment)} characters; at most {limits.max_chars}"
@@ -307,7 +458,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         greedy = loaded.config.decode.model_copy(update={"beam": 1, "nbest": 1})
-        hyps = await batcher.submit(sources, annotations, greedy)
+        hyps = await decode(request, sources, annotations, greedy)
         target = hyps[0][0].tokens if hyps[0] else []
         loop = asyncio.get_running_loop()
         weights = await loop.run_in_executor(
