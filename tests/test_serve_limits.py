@@ -7,8 +7,10 @@ import httpx
 import pytest
 from serving import Server
 from tiny import train_tiny
+from typer.testing import CliRunner
 
 import transduce.serve as serve_module
+from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.inference import load_model
 from transduce.serve import Limits, create_app
@@ -145,3 +147,26 @@ def test_more_queued_work_than_max_queued_tokens_is_503(loaded, calls):
         assert fits.status_code == 200 and large_result[0].status_code == 200
         again = httpx.post(url, json={"segments": ["1 2 3 4 5"] * 4, "beam": 1}, timeout=30)
         assert again.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--max-segments", "-1", "--max-segments must be a positive integer, not -1"),
+        ("--max-chars", "0", "--max-chars must be a positive integer"),
+        ("--max-body-bytes", "0", "--max-body-bytes must be a positive integer"),
+        ("--max-request-tokens", "-5", "--max-request-tokens must be a positive integer"),
+        ("--max-batch-tokens", "0", "--max-batch-tokens must be a positive integer"),
+        ("--max-queued-tokens", "100", "--max-queued-tokens (100) must be at least --max-request-tokens"),
+        ("--request-timeout", "0", "--request-timeout must be a positive number of seconds"),
+        ("--request-timeout", "nan", "--request-timeout must be a positive number of seconds"),
+        ("--max-wait-ms", "-1", "--max-wait-ms must be a number >= 0"),
+        ("--max-wait-ms", "inf", "--max-wait-ms must be a number >= 0"),
+        ("--port", "70000", "--port must be in 0..65535"),
+        ("--threads", "0", "--threads must be a positive integer"),
+    ],
+)
+def test_serve_refuses_bad_limits_at_start_with_one_error_line(tmp_path, option, value, says):
+    result = CliRunner().invoke(cli, ["serve", str(tmp_path / "no-such-run"), option, value])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {says}") and result.output.count("\n") == 1, result.output

@@ -826,6 +826,25 @@ def serve(
     if key == "":
         source = "--api-key" if api_key is not None else "TRANSDUCE_API_KEY"
         fail(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
+    if not 0 <= port <= 65535:
+        fail(f"--port must be in 0..65535, not {port}")
+    if threads is not None and threads < 1:
+        fail(f"--threads must be a positive integer, not {threads}")
+    try:
+        limits = Limits(
+            max_segments=max_segments,
+            max_chars=max_chars,
+            max_body_bytes=max_body_bytes,
+            max_request_tokens=max_request_tokens,
+            max_batch_tokens=max_batch_tokens,
+            max_queued_tokens=max_queued_tokens,
+            request_timeout=request_timeout,
+            max_wait_ms=max_wait_ms,
+            batching=batching,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+        return
     import torch
     import uvicorn
 
@@ -838,21 +857,7 @@ def serve(
         )
     loaded = _load_for_decoding(checkpoint, quantize)
     try:
-        application = create_app(
-            loaded,
-            Limits(
-                max_segments=max_segments,
-                max_chars=max_chars,
-                max_body_bytes=max_body_bytes,
-                max_request_tokens=max_request_tokens,
-                max_batch_tokens=max_batch_tokens,
-                max_queued_tokens=max_queued_tokens,
-                request_timeout=request_timeout,
-                max_wait_ms=max_wait_ms,
-                batching=batching,
-            ),
-            key,
-        )
+        application = create_app(loaded, limits, key)
     except ValueError as exc:
         fail(str(exc))
         return

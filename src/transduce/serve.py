@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import math
 import os
 import time
 from collections import deque
@@ -91,6 +92,36 @@ class Limits:
     request_timeout: float = 60.0
     max_wait_ms: float = 10.0
     batching: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse limits that would fail every request or bound nothing (`--max-segments -1`
+        used to start a server that answered 413 to everything)."""
+        for name in (
+            "max_segments",
+            "max_chars",
+            "max_body_bytes",
+            "max_request_tokens",
+            "max_batch_tokens",
+            "max_queued_tokens",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{_option(name)} must be a positive integer, not {value!r}")
+        if not (math.isfinite(self.request_timeout) and self.request_timeout > 0):
+            raise ValueError(
+                f"--request-timeout must be a positive number of seconds, not {self.request_timeout}"
+            )
+        if not (math.isfinite(self.max_wait_ms) and self.max_wait_ms >= 0):
+            raise ValueError(f"--max-wait-ms must be a number >= 0, not {self.max_wait_ms}")
+        if self.max_queued_tokens < self.max_request_tokens:
+            raise ValueError(
+                f"--max-queued-tokens ({self.max_queued_tokens}) must be at least --max-request-tokens "
+                f"({self.max_request_tokens}), or the largest request allowed could never be queued"
+            )
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def segment_work(source: list[int], beam: int) -> int:
