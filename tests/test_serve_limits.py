@@ -1,5 +1,9 @@
 """The server's bounds on work: budgets, turn-taking between requests, deadlines, disconnects."""
 
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -164,9 +168,54 @@ def test_more_queued_work_than_max_queued_tokens_is_503(loaded, calls):
         ("--max-wait-ms", "inf", "--max-wait-ms must be a number >= 0"),
         ("--port", "70000", "--port must be in 0..65535"),
         ("--threads", "0", "--threads must be a positive integer"),
+        ("--graceful-seconds", "-1", "--graceful-seconds must be a number >= 0"),
     ],
 )
 def test_serve_refuses_bad_limits_at_start_with_one_error_line(tmp_path, option, value, says):
     result = CliRunner().invoke(cli, ["serve", str(tmp_path / "no-such-run"), option, value])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {says}") and result.output.count("\n") == 1, result.output
+
+
+def test_sigterm_mid_decode_exits_within_the_graceful_period(tmp_path):
+    """A real `transduce serve` process, one decode call of ~20 s (every hypothesis is held to
+    1000 tokens), SIGTERM a moment into it: the process must be gone about --graceful-seconds
+    later, not when the decode ends."""
+    run = train_tiny(tmp_path / "run", 5, "decode.min_len=1000", "decode.max_len_b=1000")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    big = "1000000"
+    command = [sys.executable, "-m", "transduce", "serve", str(run), "--port", str(port), "--threads", "1"]
+    command += ["--graceful-seconds", "1", "--max-request-tokens", big, "--max-batch-tokens", big]
+    command += ["--max-queued-tokens", big]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _healthy(url), seconds=60)
+        reply: list = []
+        body = {"segments": ["1 2 3 4 5"] * 16, "beam": 32}
+        client = post_in_background(f"{url}/translate", body, reply, timeout=60)
+        wait_until(lambda: httpx.get(f"{url}/info", timeout=5).json()["batches_decoded"] == 1)
+        time.sleep(0.5)
+        assert not reply, "the decode finished before SIGTERM: make it longer"
+        begin = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=15)
+        took = time.monotonic() - begin
+        client.join(timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 1 + 4, took
+    log = proc.stderr.read()
+    assert code in (0, -signal.SIGTERM), log  # uvicorn re-raises the signal once it has shut down
+    assert "Cancel 1 running task(s)" in log and "Traceback" not in log, log
+    assert isinstance(reply[0], httpx.HTTPError) or reply[0].status_code == 503, reply
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -814,6 +815,13 @@ def serve(
         float, typer.Option(help="How long the first queued request waits for others to batch with.")
     ] = 10.0,
     batching: Annotated[bool, typer.Option(help="Dynamic batching of concurrent requests.")] = True,
+    graceful_seconds: Annotated[
+        float,
+        typer.Option(
+            help="On SIGINT/SIGTERM, how long in-flight requests may still finish; then the rest get 503 "
+            "and the process exits, even mid-decode."
+        ),
+    ] = 10.0,
     threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
     quantize: Quantize = "none",
 ) -> None:
@@ -830,6 +838,8 @@ def serve(
         fail(f"--port must be in 0..65535, not {port}")
     if threads is not None and threads < 1:
         fail(f"--threads must be a positive integer, not {threads}")
+    if not (math.isfinite(graceful_seconds) and graceful_seconds >= 0):
+        fail(f"--graceful-seconds must be a number >= 0, not {graceful_seconds}")
     try:
         limits = Limits(
             max_segments=max_segments,
@@ -861,7 +871,9 @@ def serve(
     except ValueError as exc:
         fail(str(exc))
         return
-    uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)
+    uvicorn.run(
+        application, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds
+    )
 
 
 def main() -> None:

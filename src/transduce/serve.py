@@ -1,10 +1,13 @@
 """`transduce serve`: a REST translation server with dynamic batching and a demo page.
 
 Requests that arrive together are decoded together: the batcher waits up to `max_wait_ms`
-after the first queued request for others with the same search options, up to
-`max_batch_tokens` source tokens, then decodes them in one call on a single worker thread
-(one model, one decoder at a time). A failure while decoding fails only the requests of that
-batch; the server keeps running.
+after the first queued request for others with the same search options, then decodes them in
+one call on a single worker thread (one model, one decoder at a time). Work is counted in
+source tokens x beam: a call holds at most `max_batch_tokens`, so a larger request is decoded
+in several calls that take turns with other requests'. A request over its budget is refused
+(413); one past its deadline, or arriving at a full queue, gets 503; one whose client left is
+dropped. A failure while decoding fails only the requests of that batch; the server keeps
+running.
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ import contextlib
 import hmac
 import math
 import os
+import queue
+import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +40,7 @@ from .decode.search import Hypothesis
 from .decode.translate import decode_all
 from .inference import LoadedModel, encode_inputs
 
+T = TypeVar("T")
 PAGE = Path(__file__).with_name("serve_page.html")
 POLL_S = 0.1  # how often a waiting request checks for its client gone or its time up
 
@@ -168,6 +175,37 @@ class _Job:
             self.future.set_result(self.results)
 
 
+class DecodeThread:
+    """Runs decode calls one at a time on a daemon thread.
+
+    Not a ThreadPoolExecutor: the interpreter joins those threads at exit, so a long decode kept
+    a stopped server's process alive until it ended (over 100 s after SIGTERM). A daemon thread
+    is abandoned at exit instead, which bounds shutdown by uvicorn's graceful timeout."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="decode", daemon=True)
+        self._thread.start()
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        future: Future[T] = Future()
+        self._calls.put((fn, future))
+        return await asyncio.wrap_future(future)
+
+    def stop(self) -> None:
+        """The thread ends after the call in progress, without anyone waiting for it."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, future = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to the waiting request, not lost
+                    future.set_exception(exc)
+
+
 class Batcher:
     """Decodes requests on one thread in bounded calls that take turns between requests.
 
@@ -183,7 +221,7 @@ class Batcher:
         self.loaded, self.limits = loaded, limits
         self.line: deque[_Job] = deque()  # requests with segments still to decode, in turn order
         self.changed = asyncio.Event()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        self.thread = DecodeThread()
         self.batches = 0  # decode calls made, for tests and /info
         self.segments = 0  # segments decoded
         self.dropped = 0  # requests given up (client gone, time up) with work left
@@ -273,12 +311,10 @@ class Batcher:
         annotations = None
         if first.annotations is not None:  # all or none: they come with the model's input format
             annotations = [job.annotations[i] for job, taken in batch for i in taken]  # type: ignore[index]
-        loop = asyncio.get_running_loop()
         self.batches += 1
         try:
-            results = await loop.run_in_executor(
-                self.executor,
-                lambda: decode_all(self.loaded.model, sources, first.options, annotations=annotations),
+            results = await self.thread.call(
+                lambda: decode_all(self.loaded.model, sources, first.options, annotations=annotations)
             )
         except Exception as exc:  # a bad batch never takes the server or other requests down
             if len(batch) > 1:
@@ -303,7 +339,9 @@ class Batcher:
 
 async def outcome(batcher: Batcher, job: _Job, request: Request, timeout: float) -> list[list[Hypothesis]]:
     """The job's hypotheses. A job whose client disconnected or whose `timeout` (seconds from
-    arrival) passed is dropped, so no work is done for nobody; the latter answers 503."""
+    arrival) passed is dropped, so no work is done for nobody; the latter answers 503. So does
+    a job still waiting when the server's graceful shutdown period ends (uvicorn then cancels
+    the request), rather than a 500 with a CancelledError traceback."""
     try:
         while not job.future.done():
             left = job.arrived + timeout - time.monotonic()
@@ -314,6 +352,11 @@ async def outcome(batcher: Batcher, job: _Job, request: Request, timeout: float)
             await asyncio.wait({job.future}, timeout=min(left, POLL_S))
             if not job.future.done() and await request.is_disconnected():
                 raise HTTPException(503, "the client disconnected")
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancellation is handled
+            task.uncancel()
+        raise HTTPException(503, "the server is shutting down") from None
     finally:
         if not job.future.done():
             batcher.drop(job)
@@ -385,7 +428,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         worker = asyncio.create_task(batcher.run())
         yield
         worker.cancel()
-        batcher.executor.shutdown(wait=True)
+        batcher.thread.stop()
 
     # No /docs or /redoc: their pages load scripts from a CDN, so they break offline; /openapi.json stays.
     app = FastAPI(
@@ -491,10 +534,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         greedy = loaded.config.decode.model_copy(update={"beam": 1, "nbest": 1})
         hyps = await decode(request, sources, annotations, greedy)
         target = hyps[0][0].tokens if hyps[0] else []
-        loop = asyncio.get_running_loop()
-        weights = await loop.run_in_executor(
-            batcher.executor, lambda: _cross_attention(loaded, sources[0], target, annotations)
-        )
+        weights = await batcher.thread.call(lambda: _cross_attention(loaded, sources[0], target, annotations))
         return AttentionResponse(
             source=[loaded.src_vocab.token(i) for i in sources[0]] + ["</s>"],
             target=[loaded.tgt_vocab.token(i) for i in target] + ["</s>"],
