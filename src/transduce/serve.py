@@ -4,7 +4,7 @@ Requests that arrive together are decoded together: the batcher waits up to `max
 after the first queued request for others with the same search options, then decodes them in
 one call on a single worker thread (one model, one decoder at a time). Work is counted in
 source tokens x beam: a call holds at most `max_batch_tokens`, so a larger request is decoded
-in several calls that take turns with other requests'. A request over its budget is refused
+in several calls, taking turns with other requests. A request over its budget is refused
 (413); one past its deadline, or arriving at a full queue, gets 503; one whose client left is
 dropped. A failure while decoding fails only the requests of that batch; the server keeps
 running.
