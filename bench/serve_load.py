@@ -57,7 +57,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(run: Path, port: int, batching: bool, threads: int) -> subprocess.Popen:
+def start_server(
+    run: Path, port: int, batching: bool, threads: int, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`transduce serve` in its own process, once it answers /health; `env` can point it at
+    another source tree (PYTHONPATH) to compare versions."""
     cmd = [
         sys.executable,
         "-m",
@@ -71,7 +75,7 @@ def start_server(run: Path, port: int, batching: bool, threads: int) -> subproce
     ]
     if not batching:
         cmd.append("--no-batching")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -1,16 +1,16 @@
 """The REST server over real HTTP on a loopback port: translate, batching, limits, errors, page."""
 
 import shutil
-import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
+from serving import Server
 from tiny import train_tiny
+from typer.testing import CliRunner
 
+from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.serve import Limits, create_app
 from transduce.store.load import load_model
@@ -23,33 +23,10 @@ def checkpoint(tmp_path_factory):
     return train_tiny(tmp_path_factory.mktemp("serve") / "run", 30)
 
 
-class Server:
-    """uvicorn in a thread on a free loopback port."""
-
-    def __init__(self, app):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-
-
 @pytest.fixture(scope="module")
 def served(checkpoint):
     loaded = load_model(checkpoint)
-    app = create_app(loaded, Limits(max_segments=8, max_chars=50, max_wait_ms=300))
+    app = create_app(loaded, Limits(max_segments=8, max_chars=50, max_wait_ms=300, max_body_bytes=4096))
     server = Server(app)
     yield server, loaded, app
     server.stop()
@@ -67,8 +44,10 @@ def test_health_info_and_openapi(served):
     info = httpx.get(f"{server.url}/info").json()
     assert info["src_vocab_size"] == len(loaded.src_vocab) and info["config"]["model"]["d_model"] == 32
     assert "version" in info
+    assert info["checkpoint"] == loaded.path.name and str(loaded.path.parent) not in str(info)
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert "/translate" in schema["paths"] and "/attention" in schema["paths"]
+    assert [httpx.get(f"{server.url}{page}").status_code for page in ("/docs", "/redoc")] == [404, 404]
 
 
 def test_translate_keeps_order_and_equals_direct_decoding(served):
@@ -128,6 +107,46 @@ def test_limits_and_malformed_requests(served):
         assert httpx.post(url, json=body).status_code == 422, body
 
 
+@pytest.mark.parametrize("alpha", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_alpha_is_422_not_500(served, alpha):
+    server, _, _ = served
+    body = '{"segments": ["1 2"], "alpha": ' + alpha + "}"
+    response = httpx.post(
+        f"{server.url}/translate", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "alpha"]
+
+
+def test_422_names_the_problem_without_echoing_the_input(served):
+    server, _, _ = served
+    marker = "echo-me-" * 500
+    response = httpx.post(f"{server.url}/translate", json={"segments": marker})
+    assert response.status_code == 422
+    assert "echo-me" not in response.text and len(response.content) < 500
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "segments"] and error["msg"] and "input" not in error
+    unknown = httpx.post(f"{server.url}/translate", json={"segments": ["1"], "colour": marker})
+    assert unknown.status_code == 422 and "echo-me" not in unknown.text
+
+
+def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
+    server, _, _ = served
+    url = f"{server.url}/translate"
+    big = ('{"segments": ["' + "1 " * 30_000 + '"]}').encode()
+    declared = httpx.post(url, content=big, headers={"Content-Type": "application/json"})
+    assert declared.status_code == 413 and "4096 bytes" in declared.json()["detail"]
+    assert len(declared.content) < 200
+
+    def chunks():
+        for start in range(0, len(big), 1000):
+            yield big[start : start + 1000]
+
+    streamed = httpx.post(url, content=chunks(), headers={"Content-Type": "application/json"})
+    assert streamed.status_code == 413 and "4096 bytes" in streamed.json()["detail"]
+    assert httpx.post(url, json={"segments": ["1 2"] * 8}).status_code == 200
+
+
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
     import transduce.serve as serve_module
@@ -164,11 +183,25 @@ def test_api_key_is_required_when_set(checkpoint):
     try:
         url = f"{server.url}/translate"
         assert httpx.post(url, json={"segments": ["1"]}).status_code == 401
+        for wrong in ("", "s3cre", "S3CRET", "s3cret-and-more", "x"):
+            assert httpx.post(url, json={"segments": ["1"]}, headers={"X-API-Key": wrong}).status_code == 401
         ok = httpx.post(url, json={"segments": ["1"]}, headers={"X-API-Key": "s3cret"})
         assert ok.status_code == 200
+        assert httpx.get(f"{server.url}/info").status_code == 401
         assert httpx.get(f"{server.url}/health").status_code == 200
     finally:
         server.stop()
+
+
+def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
+    with pytest.raises(ValueError, match="empty"):
+        create_app(load_model(checkpoint), api_key="")
+    given = CliRunner().invoke(cli, ["serve", str(checkpoint), "--api-key", ""])
+    assert given.exit_code == 2 and given.output.startswith("error: --api-key is empty")
+    assert given.output.count("\n") == 1
+    monkeypatch.setenv("TRANSDUCE_API_KEY", "")
+    from_env = CliRunner().invoke(cli, ["serve", str(checkpoint)])
+    assert from_env.exit_code == 2 and from_env.output.startswith("error: TRANSDUCE_API_KEY is empty")
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -834,31 +835,79 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     api_key: Annotated[
         str | None,
-        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY, if set)."),
+        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY); empty: error."),
     ] = None,
     max_segments: Annotated[int, typer.Option(help="Most segments per request (more: 413).")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters per segment (more: 413).")] = 2000,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body in bytes (more: 413, read no further).")
+    ] = 1 << 20,
+    max_request_tokens: Annotated[
+        int, typer.Option(help="Most work per request, in source tokens (with EOS) x beam (more: 413).")
+    ] = 32768,
     max_batch_tokens: Annotated[
-        int, typer.Option(help="Source-token budget of one dynamically gathered batch.")
+        int,
+        typer.Option(
+            help="Most work per decode call (source tokens x beam), so also per segment (more: 413); "
+            "larger requests are decoded in such calls, taking turns with other requests."
+        ),
     ] = 4096,
+    max_queued_tokens: Annotated[
+        int, typer.Option(help="Most work waiting to be decoded (source tokens x beam); more: 503.")
+    ] = 65536,
+    request_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a request may take, queueing included (more: 503, its work dropped)."),
+    ] = 60.0,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long the first queued request waits for others to batch with.")
     ] = 10.0,
     batching: Annotated[bool, typer.Option(help="Dynamic batching of concurrent requests.")] = True,
+    graceful_seconds: Annotated[
+        float,
+        typer.Option(
+            help="On SIGINT/SIGTERM, how long in-flight requests may still finish; then the rest get 503 "
+            "and the process exits, even mid-decode."
+        ),
+    ] = 10.0,
     threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
     quantize: Quantize = "none",
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
-    The OpenAPI schema is at /openapi.json and interactive docs at /docs."""
+    The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
+    from .serve import Limits, api_key_from_env, create_app, is_loopback
+
+    key = api_key if api_key is not None else api_key_from_env()
+    if key == "":
+        source = "--api-key" if api_key is not None else "TRANSDUCE_API_KEY"
+        fail(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
+    if not 0 <= port <= 65535:
+        fail(f"--port must be in 0..65535, not {port}")
+    if threads is not None and threads < 1:
+        fail(f"--threads must be a positive integer, not {threads}")
+    if not (math.isfinite(graceful_seconds) and graceful_seconds >= 0):
+        fail(f"--graceful-seconds must be a number >= 0, not {graceful_seconds}")
+    try:
+        limits = Limits(
+            max_segments=max_segments,
+            max_chars=max_chars,
+            max_body_bytes=max_body_bytes,
+            max_request_tokens=max_request_tokens,
+            max_batch_tokens=max_batch_tokens,
+            max_queued_tokens=max_queued_tokens,
+            request_timeout=request_timeout,
+            max_wait_ms=max_wait_ms,
+            batching=batching,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+        return
     import torch
     import uvicorn
 
-    from .serve import Limits, api_key_from_env, create_app, is_loopback
-
     if threads:
         torch.set_num_threads(threads)
-    key = api_key or api_key_from_env()
     if not is_loopback(host) and key is None:
         console.print(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
@@ -866,13 +915,13 @@ def serve(
         )
     loaded = _load_for_decoding(checkpoint, quantize)
     try:
-        application = create_app(
-            loaded, Limits(max_segments, max_chars, max_batch_tokens, max_wait_ms, batching), key
-        )
+        application = create_app(loaded, limits, key)
     except ValueError as exc:
         fail(str(exc))
         return
-    uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)
+    uvicorn.run(
+        application, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds
+    )
 
 
 def main() -> None:
