@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 import transduce.serve as serve_module
 from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
-from transduce.inference import load_model
 from transduce.serve import Limits, create_app
+from transduce.store.load import load_model
 
 DECODE_S = 0.3  # each decode call made this slow, so a request spans several calls
 LARGE = [" ".join(str((i + j) % 9 + 1) for j in range(5)) for i in range(8)]  # 8 segments, 6 tokens with EOS
