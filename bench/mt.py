@@ -44,9 +44,9 @@ from transduce.data.dataset import Dataset
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.translate import decode_all
-from transduce.evaluate import corpus_scores
 from transduce.fileio import atomic_directory
 from transduce.interop.marian import export_marian, marian_layout
+from transduce.metrics import corpus_scores
 from transduce.model import build_model
 from transduce.store.checkpoint import save_checkpoint, state_tensors, step_checkpoints, vocab_files
 from transduce.store.load import load_model

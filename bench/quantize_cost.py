@@ -20,7 +20,7 @@ from results import write_section
 from transduce.config import load_config
 from transduce.data.tasks import generate_split
 from transduce.decode.translate import decode_all
-from transduce.evaluate import accuracy, corpus_scores
+from transduce.metrics import accuracy, corpus_scores
 from transduce.model.quantize import quantize_int8
 from transduce.store.load import load_model
 from transduce.train.trainer import Trainer

@@ -111,7 +111,7 @@ BAD_OVERRIDES = [
     (["data.task_train_size=100000000"], "data.task_train_size: Input should be less than or equal"),
     (
         ["data.task=lte", "data.task_nesting=6", "data.task_train_max_len=1000"],
-        "data.task 'lte' would generate about 2,752,064,000 symbols; allowed: 200,000,000",
+        "data.task 'lte' would generate about 2,816,000,000 symbols; allowed: 200,000,000",
     ),
     (["decode.max_len_b=1000000000"], "decode.max_len_b: Input should be less than or equal to 65536"),
     (

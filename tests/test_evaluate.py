@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.vocab import SymbolVocab
-from transduce.evaluate import accuracy, corpus_scores
+from transduce.metrics import accuracy, corpus_scores
 from transduce.model import build_model
 from transduce.store.checkpoint import save_checkpoint, state_tensors
 from transduce.store.meta import CheckpointMeta

@@ -6,10 +6,11 @@ from test_quantize import small_model
 from tiny import train_tiny
 from typer.testing import CliRunner
 
-from transduce.cli import _load_for_decoding, app
+from transduce.cli import app
 from transduce.decode.search import beam_search, greedy
 from transduce.model.attention import FusedQKV
 from transduce.model.packed import PackedLinear, pack_for_cpu, packing_available
+from transduce.store.load import load_for_decoding
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN")
 
@@ -58,7 +59,7 @@ def test_only_float32_models_are_packed():
 
 def test_decoding_commands_load_packed_models(tmp_path):
     train_tiny(tmp_path / "run", 10)
-    loaded = _load_for_decoding(tmp_path / "run", "none")
+    loaded = load_for_decoding(tmp_path / "run", "none")
     assert any(isinstance(m, PackedLinear) for m in loaded.model.modules())
     out = CliRunner().invoke(app, ["translate", str(tmp_path / "run"), "--greedy"], input="1 2 3\n4 5\n")
     assert out.exit_code == 0, out.output

@@ -3,12 +3,12 @@
 from pathlib import Path
 
 import pytest
+from pcfg import Grammar, generate_treebank
 from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.dataset import Dataset
-from transduce.data.pcfg import Grammar, generate_treebank
 from transduce.data.prepare import prepare_parse
 from transduce.data.trees import linearise
 from transduce.parsing import gold_tree
@@ -84,3 +84,32 @@ def test_small_model_learns_to_parse_the_generated_treebank(tmp_path):
     assert scored.exit_code == 0, scored.output
     f1 = float(scored.stdout.split("F1 ")[1].split()[0])
     assert f1 >= 70.0, scored.stdout
+
+
+def test_cli_and_server_print_the_same_trees_for_a_parser(tmp_path):
+    """One decoding path: a parsing model served over HTTP answers bracketed trees, the same as
+    `translate` prints, each over exactly the input's words."""
+    from fastapi.testclient import TestClient
+    from tiny import train_tiny
+
+    from transduce.serve import create_app
+    from transduce.store.load import load_model
+
+    raw = write_treebank(tmp_path / "raw", (("train", 60), ("dev", 5)))
+    prepare_parse(raw, tmp_path / "data")
+    run = train_tiny(
+        tmp_path / "run",
+        2,
+        f"data.dataset={tmp_path / 'data'}",
+        "data.task=null",
+        "model.tie_embeddings=decoder",
+    )
+    sentences = ["the dog saw a cat", "a cat ran"]
+    cli = CliRunner().invoke(app, ["translate", str(run), "--greedy"], input="\n".join(sentences) + "\n")
+    assert cli.exit_code == 0, cli.output
+    with TestClient(create_app(load_model(run))) as client:
+        answer = client.post("/translate", json={"segments": sentences, "beam": 1})
+    served = [t["text"] for t in answer.json()["translations"]]
+    assert served == cli.stdout.splitlines()
+    for line, words in zip(served, sentences, strict=True):
+        assert gold_tree(line).words() == words.split()

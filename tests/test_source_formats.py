@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pcfg import Grammar, generate_treebank
 from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.dataset import Dataset
-from transduce.data.pcfg import Grammar, generate_treebank
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.source import SourceFormat
 from transduce.data.syntax import constituency_omega, dependency_omega, expand_to_pieces

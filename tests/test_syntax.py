@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pcfg import Grammar, generate_treebank
 
 from transduce.config import load_config
-from transduce.data.pcfg import Grammar, generate_treebank
 from transduce.data.syntax import (
     UNRELATED,
     constituency_omega,

@@ -278,7 +278,9 @@ def test_wall_clock_budget_stops_saves_and_validates(tmp_path):
     log = (tmp_path / "run" / "train.log").read_text()
     assert "train.max_minutes=0.002 of training time reached" in log
     resumed = Trainer(cfg, tmp_path / "run", show_progress=False).fit(resume=True)
-    assert resumed["step"] == metrics["step"] + 1  # the budget is spent: one more step, then stop
+    assert resumed["step"] == metrics["step"]  # the budget is spent: no step, no new checkpoint
+    assert step_checkpoints(tmp_path / "run" / "checkpoints") == steps
+    assert "already spent; nothing to train" in (tmp_path / "run" / "train.log").read_text()
 
 
 def test_validation_by_training_minutes(tmp_path):

@@ -4,8 +4,8 @@ import random
 from pathlib import Path
 
 import pytest
+from pcfg import Grammar, GrammarError, generate_treebank
 
-from transduce.data.pcfg import Grammar, GrammarError, generate_treebank
 from transduce.data.trees import (
     PLACEHOLDER,
     Tree,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -14,6 +13,7 @@ from rich.table import Table
 from .config import ConfigError, DecodeConfig
 
 if TYPE_CHECKING:
+    from .metrics import BleuReport
     from .store.load import LoadedModel
     from .train.trainer import Trainer
 
@@ -27,8 +27,20 @@ console = Console(stderr=True)  # messages, progress and errors
 stdout = Console()  # results
 
 
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        stdout.print(f"transduce {version('transduce')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _group() -> None:
+def _group(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
     """Train, decode, evaluate and inspect Transformer sequence-to-sequence models."""
 
 
@@ -118,8 +130,12 @@ def prepare(
         int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
     ] = 256,
     max_ratio: Annotated[
-        float, typer.Option(help="Drop training pairs whose length ratio exceeds this (0 = off).")
-    ] = 3.0,
+        float | None,
+        typer.Option(
+            help="Drop training pairs whose length ratio exceeds this (0 = off); default 3, off for "
+            "--source-format tree (bracket tokens make tree sources several times longer)."
+        ),
+    ] = None,
     empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
     tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
     control: Annotated[
@@ -207,7 +223,7 @@ def prepare(
             vocab_size,
             not separate_vocab,
             max_len,
-            max_ratio if max_ratio > 0 else None,
+            _ratio(max_ratio, source_format),
             empty,
             tabs,
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
@@ -228,6 +244,15 @@ def prepare(
             + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
         )
     console.print(f"dataset written to {out}")
+
+
+def _ratio(given: float | None, source_format: str) -> float | None:
+    """--max-ratio as prepare takes it: None for off."""
+    if given is None:
+        return None if source_format == "tree" else 3.0
+    if given < 0:
+        fail(f"--max-ratio must be >= 0 (0 = off), not {given}")
+    return given or None
 
 
 @app.command()
@@ -333,40 +358,16 @@ def average(
     console.print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
 
 
-def _decode_options(cfg: DecodeConfig, **given: object) -> DecodeConfig:
-    values = cfg.model_dump()
-    values.update({k: v for k, v in given.items() if v is not None})
-    try:
-        return DecodeConfig.model_validate(values)
-    except ValueError as exc:  # pydantic's ValidationError names the option
-        fail(str(exc))
-        raise
-
-
 def _read_input(path: Path | None) -> list[str]:
+    """Lines of a file, or of stdin; invalid UTF-8 is an error naming the line."""
     import sys
 
-    from .data.corpus import CorpusError, read_lines
+    from .data.corpus import CorpusError, decode_lines, read_lines
 
-    if path is None:
-        data = sys.stdin.buffer.read()
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        try:
-            return [line.decode("utf-8").removesuffix("\r") for line in lines]
-        except UnicodeDecodeError:
-            for number, line in enumerate(lines, 1):
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    fail(f"<stdin>:{number}: invalid UTF-8 ({exc.reason})")
-            raise
     try:
-        return read_lines(path)
+        return read_lines(path) if path is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
     except CorpusError as exc:
         fail(str(exc))
-        raise
 
 
 def _check_output(path: Path | None) -> None:
@@ -396,30 +397,34 @@ Quantize = Annotated[
         "quantisation of the linear layers (CPU decoding)."
     ),
 ]
+Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch (>= 1).")]
 
 
-def _load(checkpoint: Path) -> LoadedModel:
-    """The model behind a checkpoint or run directory, or a clear error and exit status 2."""
+def _load(checkpoint: Path, quantize: str | None = None, threads: int | None = None) -> LoadedModel:
+    """The model behind a checkpoint or run directory (prepared for decoding when `quantize` is
+    given), or a clear error and exit status 2."""
+    import torch
+
     from .store.checkpoint import CheckpointError
-    from .store.load import load_model
+    from .store.load import load_for_decoding, load_model
+
+    if threads is not None:
+        if threads < 1:
+            fail(f"--threads must be a positive integer, not {threads}")
+        torch.set_num_threads(threads)
+    try:
+        return load_model(checkpoint) if quantize is None else load_for_decoding(checkpoint, quantize)
+    except (CheckpointError, ValueError) as exc:
+        fail(str(exc))
+
+
+def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
+    from .decode.pipeline import decode_options
 
     try:
-        return load_model(checkpoint)
-    except CheckpointError as exc:
+        return decode_options(loaded.config.decode, **given)
+    except ConfigError as exc:
         fail(str(exc))
-        raise
-
-
-def _load_for_decoding(checkpoint: Path, quantize: str) -> LoadedModel:
-    """`_load`, then int8 quantisation or (float32) weights pre-packed for the CPU kernels."""
-    from .model.packed import pack_for_cpu
-    from .model.quantize import quantize_int8
-
-    if quantize not in ("none", "int8"):
-        fail(f"--quantize {quantize!r}: allowed: none, int8")
-    loaded = _load(checkpoint)
-    loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
-    return loaded
 
 
 @app.command()
@@ -442,7 +447,9 @@ def translate(
     ] = None,
     alpha: Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")] = None,
     greedy: Annotated[bool, typer.Option(help="Greedy search instead of beam search.")] = False,
-    nbest: Annotated[int | None, typer.Option(help="Print the n best as 'line ||| text ||| score'.")] = None,
+    nbest: Annotated[
+        int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")
+    ] = None,
     max_len_a: Annotated[
         float | None, typer.Option(help="Max output length = a * source length + b.")
     ] = None,
@@ -452,9 +459,9 @@ def translate(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")] = None,
     max_src_len: Annotated[
-        int, typer.Option(help="Truncate longer inputs (in subword tokens), with a warning.")
+        int, typer.Option(help="Truncate longer inputs (in subword tokens, >= 1), with a warning.")
     ] = 1024,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for PyTorch.")] = None,
+    threads: Threads = None,
     src_trees: Annotated[
         Path | None,
         typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
@@ -465,17 +472,14 @@ def translate(
 
     Input lines are in the model's source format: plain text, bracketed trees (tree-to-string
     models) or word|tag tokens (factored models). Parsing models print bracketed trees."""
-    import torch
     from rich.progress import Progress
 
-    from .decode.translate import decode_all
+    from .decode.pipeline import translate_lines
 
-    if threads:
-        torch.set_num_threads(threads)
     _check_output(output)
-    loaded = _load_for_decoding(checkpoint, quantize)
-    opts = _decode_options(
-        loaded.config.decode,
+    loaded = _load(checkpoint, quantize, threads)
+    opts = _options(
+        loaded,
         beam=beam,
         alpha=alpha,
         nbest=nbest,
@@ -485,53 +489,21 @@ def translate(
         max_tokens=max_tokens,
     )
     lines = _read_input(input)
-    sources, annotations = _encode_inputs(loaded, lines, src_trees)
-    long = sum(len(s) > max_src_len for s in sources)
-    if long:
-        console.print(f"[yellow]warning:[/] {long} input lines truncated to {max_src_len} tokens", style=None)
-        sources = [s[:max_src_len] for s in sources]
-        if annotations is not None:
-            annotations = [a.truncate(max_src_len) for a in annotations]
-    with Progress(console=Console(stderr=True), disable=input is None) as progress:
-        task = progress.add_task("translating", total=len(sources))
-        results = decode_all(
-            loaded.model,
-            sources,
-            opts,
-            use_greedy=greedy,
-            on_batch=lambda n: progress.advance(task, n),
-            annotations=annotations,
-        )
-    render = _tree_renderer(loaded, lines)
-    out_lines = []
-    for number, hyps in enumerate(results):
-        if opts.nbest > 1:
-            out_lines += [f"{number} ||| {render(number, h.tokens)} ||| {h.score:.4f}" for h in hyps]
-        else:
-            out_lines.append(render(number, hyps[0].tokens) if hyps else "")
-    _write_output(output, out_lines)
-
-
-def _encode_inputs(
-    loaded: LoadedModel, lines: list[str], trees: Path | None
-) -> tuple[list[list[int]], list | None]:
-    from .decode.inputs import encode_inputs
-
-    try:
-        return encode_inputs(loaded, lines, trees)
-    except ValueError as exc:
-        fail(str(exc))
-        raise
-
-
-def _tree_renderer(loaded: LoadedModel, lines: list[str]) -> Callable[[int, list[int]], str]:
-    """Output ids -> text; for parsers, the repaired bracketed tree over the input's words."""
-    if loaded.meta.data_kind != "parse":
-        return lambda _, ids: loaded.tgt_vocab.decode(ids)
-    from .parsing import output_trees
-
-    root = loaded.meta.parse_root or "S"
-    return lambda number, ids: str(output_trees(loaded.tgt_vocab, [ids], [lines[number].split()], root)[0])
+    with Progress(console=console, disable=input is None) as progress:
+        task = progress.add_task("translating", total=len(lines))
+        try:
+            outputs, encoded = translate_lines(
+                loaded, lines, opts, greedy, src_trees, max_src_len, lambda n: progress.advance(task, n)
+            )
+        except ValueError as exc:
+            fail(str(exc))
+    if encoded.truncated:
+        console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
+    if opts.nbest > 1 and not greedy:
+        rows = [f"{n} ||| {o.text} ||| {o.score:.4f}" for n, found in enumerate(outputs) for o in found]
+    else:
+        rows = [found[0].text for found in outputs]
+    _write_output(output, rows)
 
 
 @app.command()
@@ -540,7 +512,10 @@ def evaluate(
         Path | None, typer.Argument(help="Checkpoint or run directory (not needed with --hyp).")
     ] = None,
     src: Annotated[Path | None, typer.Option(help="Source file to translate and score.")] = None,
-    ref: Annotated[Path | None, typer.Option(help="Reference file (one line per segment).")] = None,
+    ref: Annotated[
+        list[Path] | None,
+        typer.Option(help="Reference file (one line per segment); repeat for several references."),
+    ] = None,
     hyp: Annotated[
         Path | None, typer.Option(help="Score this existing output instead of translating.")
     ] = None,
@@ -562,57 +537,41 @@ def evaluate(
     src_trees: Annotated[
         Path | None, typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu).")
     ] = None,
+    threads: Threads = None,
     quantize: Quantize = "none",
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1."""
-    from .evaluate import accuracy, corpus_scores, perplexity, reference_nll
+    from . import evaluate as ev
+    from .metrics import corpus_scores
 
-    if trees is not None:
-        _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha, quantize)
-        return
-    if hyp is not None:
-        if ref is None:
-            fail("--hyp needs --ref")
+    refs = [_read_input(r) for r in ref or []]
+    try:
+        if trees is not None:
+            _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha, quantize, threads)
             return
-        _print_scores(corpus_scores(_read_input(hyp), _read_input(ref)))
-        return
-    if checkpoint is None:
-        fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
-        return
-    loaded = _load_for_decoding(checkpoint, quantize)
-    opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
-    from .decode.translate import decode_all
-
-    if split is not None:
-        from .data.tasks import SPLITS, generate_split
-
-        if loaded.config.data.task is None or split not in SPLITS:
-            fail(f"--split needs a generated-task model and one of {', '.join(SPLITS)}")
+        if hyp is not None:
+            if not refs:
+                fail("--hyp needs --ref")
+            _print_scores(corpus_scores(_read_input(hyp), *refs))
             return
-        pairs = generate_split(loaded.config.data, split)
-        sources = [loaded.src_vocab.encode(s) for s, _ in pairs]
-        refs = [loaded.tgt_vocab.encode(t) for _, t in pairs]
-        hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
-        acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
-        nll, tokens = reference_nll(loaded.model, sources, refs)
-        stdout.print(
-            f"{split}: char accuracy {acc.char:.4f}, sequence accuracy {acc.sequence:.4f}, "
-            f"perplexity {perplexity(nll, tokens):.4f} ({len(pairs)} examples)"
-        )
-        return
-    if src is None or ref is None:
-        fail("give --src and --ref files (or --split for generated tasks)")
-        return
-    src_lines, ref_lines = _read_input(src), _read_input(ref)
-    if len(src_lines) != len(ref_lines):
-        fail(f"{src} has {len(src_lines)} lines but {ref} has {len(ref_lines)}")
-    sources, annotations = _encode_inputs(loaded, src_lines, src_trees)
-    hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy, annotations=annotations)
-    outputs = [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
-    _print_scores(corpus_scores(outputs, ref_lines))
-    refs = [loaded.tgt_vocab.encode(r) for r in ref_lines]
-    nll, tokens = reference_nll(loaded.model, sources, refs, annotations)
-    stdout.print(f"reference perplexity {perplexity(nll, tokens):.4f} over {tokens} tokens")
+        if checkpoint is None:
+            fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
+        loaded = _load(checkpoint, quantize, threads)
+        opts = _options(loaded, beam=beam, alpha=alpha, nbest=1)
+        if split is not None:
+            r = ev.evaluate_split(loaded, split, opts, greedy)
+            stdout.print(
+                f"{split}: char accuracy {r.accuracy.char:.4f}, sequence accuracy {r.accuracy.sequence:.4f}, "
+                f"perplexity {r.perplexity:.4f} ({r.examples} examples)"
+            )
+            return
+        if src is None or not refs:
+            fail("give --src and --ref files (or --split for generated tasks)")
+        report = ev.evaluate_text(loaded, _read_input(src), refs, opts, greedy, src_trees)
+    except ValueError as exc:
+        fail(str(exc))
+    _print_scores(report.scores)
+    stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
 
 def _evaluate_parse(
@@ -622,34 +581,22 @@ def _evaluate_parse(
     greedy: bool,
     beam: int | None,
     alpha: float | None,
-    quantize: str = "none",
+    quantize: str,
+    threads: int | None,
 ) -> None:
     """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
     from .data.trees import read_treebank
     from .evalb import corpus_score
+    from .evaluate import evaluate_parser
 
-    try:
-        golds = read_treebank(gold_file)
-        if hyp is not None:
-            score = corpus_score(golds, read_treebank(hyp))
-        elif checkpoint is None:
-            fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
-            return
-        else:
-            from .decode.translate import decode_all
-            from .parsing import score_outputs
-
-            loaded = _load_for_decoding(checkpoint, quantize)
-            if loaded.meta.data_kind != "parse":
-                fail(f"{checkpoint} is not a parsing model (it was not trained on `prepare --task parse`)")
-            opts = _decode_options(loaded.config.decode, beam=beam, alpha=alpha, nbest=1)
-            sources = [loaded.src_vocab.encode(" ".join(g.words())) for g in golds]
-            hyps = decode_all(loaded.model, sources, opts, use_greedy=greedy)
-            outputs = [h[0].tokens if h else [] for h in hyps]
-            score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.parse_root or "S")
-    except ValueError as exc:
-        fail(str(exc))
-        return
+    golds = read_treebank(gold_file)
+    if hyp is not None:
+        score = corpus_score(golds, read_treebank(hyp))
+    elif checkpoint is None:
+        fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
+    else:
+        loaded = _load(checkpoint, quantize, threads)
+        score = evaluate_parser(loaded, golds, _options(loaded, beam=beam, alpha=alpha, nbest=1), greedy)
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
         f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "
@@ -658,7 +605,7 @@ def _evaluate_parse(
     )
 
 
-def _print_scores(report: object) -> None:
+def _print_scores(report: BleuReport) -> None:
     stdout.print(f"BLEU {report.bleu:.2f}  ({report.bleu_signature})", highlight=False, soft_wrap=True)
     stdout.print(f"chrF {report.chrf:.2f}  ({report.chrf_signature})", highlight=False, soft_wrap=True)
     stdout.print(f"tokenised BLEU (intl) {report.tokenized_bleu:.2f}", highlight=False)
@@ -884,8 +831,6 @@ def serve(
         fail(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
     if not 0 <= port <= 65535:
         fail(f"--port must be in 0..65535, not {port}")
-    if threads is not None and threads < 1:
-        fail(f"--threads must be a positive integer, not {threads}")
     if not (math.isfinite(graceful_seconds) and graceful_seconds >= 0):
         fail(f"--graceful-seconds must be a number >= 0, not {graceful_seconds}")
     try:
@@ -902,23 +847,18 @@ def serve(
         )
     except ValueError as exc:
         fail(str(exc))
-        return
-    import torch
     import uvicorn
 
-    if threads:
-        torch.set_num_threads(threads)
     if not is_loopback(host) and key is None:
         console.print(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = _load_for_decoding(checkpoint, quantize)
+    loaded = _load(checkpoint, quantize, threads)
     try:
         application = create_app(loaded, limits, key)
     except ValueError as exc:
         fail(str(exc))
-        return
     uvicorn.run(
         application, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds
     )

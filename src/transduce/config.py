@@ -122,7 +122,13 @@ class DataConfig(_Section):
     task: Literal["copy", "reverse", "addition", "lte"] | None = None
     task_symbols: int = Field(10, ge=2, le=1000)
     task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
-    task_test_max_len: int = Field(40, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
+    task_test_max_len: int | None = Field(
+        None,
+        ge=2,
+        le=TASK_LEN_MAX,
+        description=f"test_long's longest length, above task_train_max_len; 2..{TASK_LEN_MAX}; "
+        "default twice task_train_max_len",
+    )
     task_train_size: int = Field(20000, ge=1, le=10**7, description="examples; 1..10^7")
     task_eval_size: int = Field(500, ge=1, le=10**6, description="examples per eval split; 1..10^6")
     task_nesting: int = Field(2, ge=1, le=6)
@@ -130,8 +136,18 @@ class DataConfig(_Section):
     max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"tokens per batch; 1..{TOKENS_MAX}")
     max_len: int = Field(256, ge=1, le=POSITIONS_MAX, description=f"1..{POSITIONS_MAX}")
 
+    @property
+    def long_max_len(self) -> int:
+        """The longest length of `test_long` (which starts at task_train_max_len + 1)."""
+        return self.task_test_max_len or 2 * self.task_train_max_len
+
     @model_validator(mode="after")
     def _task_within_budget(self) -> DataConfig:
+        if self.long_max_len <= self.task_train_max_len:
+            raise ValueError(
+                f"data.task_test_max_len ({self.long_max_len}) must exceed data.task_train_max_len "
+                f"({self.task_train_max_len}): test_long holds the longer lengths"
+            )
         if self.task is not None and self.task_symbol_estimate() > TASK_SYMBOLS_BUDGET:
             raise ValueError(
                 f"data.task '{self.task}' would generate about {self.task_symbol_estimate():,} symbols; "
@@ -144,8 +160,7 @@ class DataConfig(_Section):
         """A rough count of the symbols in the task's four splits, from the longest lengths: copy and
         reverse write 2 per unit of length, addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
         growth = 2 ** (self.task_nesting + 1) if self.task == "lte" else 3 if self.task == "addition" else 2
-        long_len = max(self.task_test_max_len, self.task_train_max_len + 1)
-        evals = self.task_eval_size * (2 * self.task_train_max_len + long_len)
+        evals = self.task_eval_size * (2 * self.task_train_max_len + self.long_max_len)
         return growth * (self.task_train_size * self.task_train_max_len + evals)
 
 

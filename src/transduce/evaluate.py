@@ -1,77 +1,102 @@
-"""Metrics: BLEU/chrF through sacrebleu, perplexity, character and sequence accuracy."""
+"""Evaluating a checkpoint: on text with references, on a task split, or as a parser.
+
+Each function decodes through the shared pipeline (decode/pipeline.py) and returns a report;
+the CLI only prints it.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from pathlib import Path
 
-import sacrebleu
-import torch
-
-from .data.batching import annotation_tensors, encode_sources
-from .data.source import SourceAnnotation
-from .data.vocab import BOS, EOS
-from .model.transformer import EncoderDecoder
-
-
-@dataclass
-class Accuracy:
-    char: float
-    sequence: float
-
-
-def accuracy(predictions: list[list[int]], references: list[list[int]]) -> Accuracy:
-    """Character accuracy: matching positions over max(len(pred), len(ref)), micro-averaged;
-    sequence accuracy: exact matches over examples (the UT paper's algorithmic metrics)."""
-    right = total = exact = 0
-    for pred, ref in zip(predictions, references, strict=True):
-        right += sum(p == r for p, r in zip(pred, ref, strict=False))
-        total += max(len(pred), len(ref), 1)
-        exact += pred == ref
-    n = max(len(references), 1)
-    return Accuracy(right / max(total, 1), exact / n)
-
-
-def perplexity(nll_sum: float, tokens: int) -> float:
-    return math.exp(min(nll_sum / max(tokens, 1), 100.0))
+from .config import DecodeConfig
+from .data.dataset import Dataset, DatasetError
+from .data.tasks import SPLITS, generate_split
+from .data.trees import Tree
+from .decode.pipeline import encode_lines, translate_lines
+from .decode.translate import decode_all
+from .evalb import BracketScore
+from .metrics import Accuracy, BleuReport, accuracy, corpus_scores, perplexity, reference_nll
+from .parsing import score_outputs
+from .store.load import LoadedModel
 
 
 @dataclass
-class BleuReport:
-    bleu: float
-    chrf: float
-    bleu_signature: str
-    chrf_signature: str
-    tokenized_bleu: float
+class TextReport:
+    scores: BleuReport
+    perplexity: float  # of the first reference set
+    tokens: int
 
 
-def corpus_scores(hypotheses: list[str], references: list[str]) -> BleuReport:
-    """Detokenised BLEU and chrF with signatures, plus BLEU over `intl`-tokenised text,
-    closer to the tokenised BLEU that papers report."""
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
-    b = bleu.corpus_score(hypotheses, [references])
-    c = chrf.corpus_score(hypotheses, [references])
-    tok = sacrebleu.metrics.BLEU(tokenize="intl").corpus_score(hypotheses, [references])
-    return BleuReport(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), tok.score)
+@dataclass
+class SplitReport:
+    split: str
+    accuracy: Accuracy
+    perplexity: float
+    examples: int
 
 
-@torch.no_grad()
-def reference_nll(
-    model: EncoderDecoder,
-    sources: list[list[int]],
-    targets: list[list[int]],
-    annotations: list[SourceAnnotation] | None = None,
-) -> tuple[float, int]:
-    """Summed negative log-likelihood of references given sources, and the token count (with EOS)."""
-    total, tokens = 0.0, 0
-    for i, (s, t) in enumerate(zip(sources, targets, strict=True)):
-        if not s:
-            continue
-        src = encode_sources([s])
-        extra = annotation_tensors([annotations[i]], src.shape[1]) if annotations is not None else {}
-        logits = model(src, torch.tensor([[BOS, *t]]), **extra)
-        target = torch.tensor([*t, EOS])
-        total += float(torch.nn.functional.cross_entropy(logits[0].float(), target, reduction="sum"))
-        tokens += len(target)
-    return total, tokens
+def evaluate_text(
+    loaded: LoadedModel,
+    sources: list[str],
+    references: list[list[str]],
+    options: DecodeConfig,
+    greedy: bool = False,
+    trees: Path | None = None,
+) -> TextReport:
+    """BLEU/chrF of the model's translations against one or more reference sets, and the
+    perplexity of the first set."""
+    for number, refs in enumerate(references, 1):
+        if len(refs) != len(sources):
+            raise ValueError(f"reference set {number} has {len(refs)} lines, the source {len(sources)}")
+    outputs, encoded = translate_lines(loaded, sources, options, greedy=greedy, trees=trees)
+    scores = corpus_scores([o[0].text for o in outputs], *references)
+    refs = [loaded.tgt_vocab.encode(r) for r in references[0]]
+    nll, tokens = reference_nll(loaded.model, encoded.sources, refs, encoded.annotations)
+    return TextReport(scores, perplexity(nll, tokens), tokens)
+
+
+def split_pairs(loaded: LoadedModel, split: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Source and reference ids of a generated-task split: regenerated from the config, or read
+    from the prepared dataset the model was trained on."""
+    data = loaded.config.data
+    if split not in SPLITS:
+        raise ValueError(f"--split {split!r}: allowed: {', '.join(SPLITS)}")
+    if data.task is not None:
+        pairs = generate_split(data, split)
+        return [loaded.src_vocab.encode(s) for s, _ in pairs], [loaded.tgt_vocab.encode(t) for _, t in pairs]
+    if loaded.meta.data_kind == "task" and data.dataset is not None:
+        try:
+            found = Dataset(Path(data.dataset)).splits.get(split)
+        except DatasetError as exc:
+            raise ValueError(f"the model's dataset cannot be read: {exc}") from None
+        if found is not None:
+            pairs = [found.pair(i) for i in range(len(found))]
+            return [s.tolist() for s, _ in pairs], [t.tolist() for _, t in pairs]
+    raise ValueError(f"--split needs a generated-task model whose {split} split can be found")
+
+
+def evaluate_split(
+    loaded: LoadedModel, split: str, options: DecodeConfig, greedy: bool = False
+) -> SplitReport:
+    """Character and sequence accuracy, and perplexity, on a generated task's split."""
+    sources, refs = split_pairs(loaded, split)
+    hyps = decode_all(loaded.model, sources, options, use_greedy=greedy)
+    acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
+    nll, tokens = reference_nll(loaded.model, sources, refs)
+    return SplitReport(split, acc, perplexity(nll, tokens), len(sources))
+
+
+def evaluate_parser(
+    loaded: LoadedModel, golds: list[Tree], options: DecodeConfig, greedy: bool = False
+) -> BracketScore:
+    """Labelled bracket scores (EVALB conventions) of a parsing model on gold trees' sentences."""
+    if loaded.meta.data_kind != "parse":
+        raise ValueError(
+            f"{loaded.path} is not a parsing model (it was not trained on `prepare --task parse`)"
+        )
+    encoded = encode_lines(loaded, [" ".join(g.words()) for g in golds])
+    hyps = decode_all(loaded.model, encoded.sources, options, use_greedy=greedy)
+    outputs = [h[0].tokens if h else [] for h in hyps]
+    score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.parse_root or "S")
+    return score

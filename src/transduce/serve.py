@@ -31,12 +31,12 @@ from typing import Any, TypeVar
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .config import DecodeConfig
 from .data.source import SourceAnnotation
-from .decode.inputs import encode_inputs
+from .decode.pipeline import decode_options, encode_lines, render
 from .decode.search import Hypothesis
 from .decode.translate import decode_all
 from .store.load import LoadedModel
@@ -54,12 +54,6 @@ class TranslateRequest(BaseModel):
     beam: int | None = Field(None, ge=1, le=64)
     alpha: float | None = Field(None, ge=0.0, le=10.0)
     nbest: int = Field(1, ge=1, le=64)
-
-    @model_validator(mode="after")
-    def _nbest_within_beam(self) -> TranslateRequest:
-        if self.beam is not None and self.nbest > self.beam:
-            raise ValueError(f"nbest ({self.nbest}) must not exceed beam ({self.beam})")
-        return self
 
 
 class Translation(BaseModel):
@@ -501,25 +495,16 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         longest = max((len(s) for s in body.segments), default=0)
         if longest > limits.max_chars:
             raise HTTPException(413, f"a segment has {longest} characters; at most {limits.max_chars}")
-        options = loaded.config.decode.model_copy(
-            update={
-                k: v
-                for k, v in {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest}.items()
-                if v is not None
-            }
-        )
-        if options.nbest > options.beam:
-            raise HTTPException(422, f"nbest ({options.nbest}) must not exceed beam ({options.beam})")
         try:
-            sources, annotations = encode_inputs(loaded, body.segments)
-        except ValueError as exc:
+            options = decode_options(loaded.config.decode, beam=body.beam, alpha=body.alpha, nbest=body.nbest)
+            encoded = encode_lines(loaded, body.segments)
+        except ValueError as exc:  # ConfigError too
             raise HTTPException(422, str(exc)) from None
-        results = await decode(request, sources, annotations, options)
+        results = await decode(request, encoded.sources, encoded.annotations, options)
         out: list[Translation | list[Translation]] = []
-        for hyps in results:
-            found = [Translation(text=loaded.tgt_vocab.decode(h.tokens), score=h.score) for h in hyps]
-            found = found or [Translation(text="", score=0.0)]
-            out.append(found if body.nbest > 1 else found[0])
+        for found in render(loaded, body.segments, results):
+            rows = [Translation(text=o.text, score=o.score) for o in found]
+            out.append(rows if body.nbest > 1 else rows[0])
         return TranslateResponse(translations=out)
 
     @app.post("/attention", response_model=AttentionResponse, dependencies=[Depends(check_key)])
@@ -529,7 +514,8 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                 413, f"the segment has {len(body.segment)} characters; at most {limits.max_chars}"
             )
         try:
-            sources, annotations = encode_inputs(loaded, [body.segment])
+            encoded = encode_lines(loaded, [body.segment])
+            sources, annotations = encoded.sources, encoded.annotations
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         greedy = loaded.config.decode.model_copy(update={"beam": 1, "nbest": 1})

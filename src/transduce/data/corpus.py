@@ -39,7 +39,14 @@ def read_lines(path: Path) -> list[str]:
     """Decode a file line by line as UTF-8 ('\\n' separated, one trailing newline allowed)."""
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
-    data = path.read_bytes()
+    if path.is_dir():
+        raise CorpusError(f"{path}: a directory, not a text file")
+    return decode_lines(path.read_bytes(), str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """`data` as UTF-8 lines (a CR before the newline dropped); invalid bytes are an error
+    naming `name` and the 1-based line."""
     raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
@@ -49,7 +56,7 @@ def read_lines(path: Path) -> list[str]:
             lines.append(line.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
             raise CorpusError(
-                f"{path}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
+                f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
             ) from None
     return lines
 

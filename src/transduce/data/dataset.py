@@ -213,6 +213,7 @@ def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
     from .tasks import SPLITS, generate_split, task_symbols
 
     task_fields = {k: v for k, v in cfg.model_dump().items() if k.startswith("task") or k == "seed"}
+    task_fields["task_test_max_len"] = cfg.long_max_len  # the default, resolved: same data, same hash
     digest = content_hash([], {"kind": "task", **task_fields})
     if not is_up_to_date(out, digest):
         vocab = SymbolVocab(task_symbols(cfg))

@@ -99,7 +99,7 @@ def generate_split(cfg: DataConfig, split: str) -> list[Example]:
         raise ValueError(f"unknown split '{split}'; allowed: {', '.join(SPLITS)}")
     rng = random.Random(cfg.seed * 1_000_003 + zlib.crc32(f"{cfg.task}/{split}".encode()))
     if split == "test_long":
-        low, high = cfg.task_train_max_len + 1, max(cfg.task_test_max_len, cfg.task_train_max_len + 1)
+        low, high = cfg.task_train_max_len + 1, cfg.long_max_len
     else:
         low, high = 1, cfg.task_train_max_len
     size = cfg.task_train_size if split == "train" else cfg.task_eval_size

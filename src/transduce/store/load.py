@@ -94,6 +94,22 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
     return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, meta, factor_vocabs)
 
 
+QUANTIZE = ("none", "int8")
+
+
+def load_for_decoding(path: Path, quantize: str = "none") -> LoadedModel:
+    """`load_model`, then int8 dynamic quantisation, or (float32) weights pre-packed for the CPU
+    kernels; a copy of the model is made either way, the loaded weights stay untouched."""
+    from ..model.packed import pack_for_cpu
+    from ..model.quantize import quantize_int8
+
+    if quantize not in QUANTIZE:
+        raise ValueError(f"--quantize {quantize!r}: allowed: {', '.join(QUANTIZE)}")
+    loaded = load_model(path)
+    loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
+    return loaded
+
+
 def write_model_checkpoint(
     out: Path, ck: Checkpoint, command: str, inputs: tuple[Path, ...] = (), force: bool = False
 ) -> None:

@@ -30,8 +30,8 @@ from ..data.dataset import Dataset, Split, prepare_task
 from ..data.meta import DataFacts
 from ..data.vocab import PAD
 from ..decode.translate import decode_all
-from ..evaluate import accuracy, corpus_scores, perplexity
 from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
+from ..metrics import accuracy, corpus_scores, perplexity
 from ..model import build_model
 from ..model.universal import ponder_steps
 from ..parsing import gold_tree, score_outputs
@@ -121,6 +121,11 @@ class Trainer:
         show_progress: bool = True,
         console: Console | None = None,
     ) -> None:
+        if cfg.model.kind != "encoder_decoder":
+            raise ConfigError(
+                f"model.kind='{cfg.model.kind}': training encoder-only and decoder-only models is not "
+                "available yet; allowed: encoder_decoder"
+            )
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.env = env or Distributed()
         self.show = show_progress and self.env.main
@@ -141,13 +146,16 @@ class Trainer:
         longest = max(int(padded_lengths(split).max()) for split in self.data.splits.values() if len(split))
         check_positions(cfg.model, longest, str(self.data.dir))
         self.train_split = self.data.splits["train"]
-        self.model = build_model(
-            cfg.model,
-            len(self.data.src_vocab),
-            len(self.data.tgt_vocab),
-            PAD,
-            [len(v) for v in self.data.factor_vocabs],
-        )
+        try:
+            self.model = build_model(
+                cfg.model,
+                len(self.data.src_vocab),
+                len(self.data.tgt_vocab),
+                PAD,
+                [len(v) for v in self.data.factor_vocabs],
+            )
+        except ValueError as exc:  # settings that do not fit the data, e.g. tying separate vocabularies
+            raise ConfigError(str(exc)) from None
         self.model.to(self.device)
         self.net: nn.Module = self.model
         if self.env.world > 1:
@@ -430,6 +438,9 @@ class Trainer:
 
     def _loop(self, logger: RunLogger) -> dict[str, Any]:
         t = self.cfg.train
+        if t.max_minutes is not None and self.state.train_seconds >= 60 * t.max_minutes:
+            logger.text(f"train.max_minutes={t.max_minutes} already spent; nothing to train")
+            return self.state.history[-1] if self.state.history else {}
         stream = iter(self.sampler)
         last_save = time.monotonic()
         window_tokens, window_start = 0, time.monotonic()
@@ -477,9 +488,10 @@ class Trainer:
                         "tokens_per_s": window_tokens / elapsed,
                     }
                     logger.scalars(step, {f"train/{k}": v for k, v in row.items()})
-                    progress.update(
-                        bar, stats=f"loss {stats.loss:.3f} lr {lr:.2e} {row['tokens_per_s']:.0f} tok/s"
-                    )
+                    shown = f"loss {stats.loss:.3f} lr {lr:.2e} {row['tokens_per_s']:.0f} tok/s"
+                    progress.update(bar, stats=shown)
+                    if self.show and not self.console.is_terminal:  # a log file gets plain lines
+                        self.console.print(f"step {step}/{t.steps}: {shown}", highlight=False)
                     window_tokens, window_start = 0, time.monotonic()
                 out_of_time = self._agree(
                     t.max_minutes is not None and self.state.train_seconds >= 60 * t.max_minutes

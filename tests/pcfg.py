@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .trees import Tree
+from transduce.data.trees import Tree
 
 
 class GrammarError(ValueError):

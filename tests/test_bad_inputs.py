@@ -1,0 +1,230 @@
+"""The error contract: every bad input ends in one `error:` line and exit status 2.
+
+One row per bad command line or damaged directory: how to build it, the command, and a
+fragment the message must contain. (Output-safety rows live in test_data_safety.py, config
+rows in test_config.py, Marian import rows in test_marian.py, server rows in test_serve*.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny import TINY, train_tiny
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.store.checkpoint import step_checkpoints
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """The tiny copy model, trained for two steps."""
+    return train_tiny(tmp_path_factory.mktemp("bad") / "r", 2)
+
+
+def checkpoint_copy(run: Path, tmp: Path) -> Path:
+    copy = tmp / "ckpt"
+    shutil.copytree(step_checkpoints(run / "checkpoints")[-1], copy)
+    return copy
+
+
+def edit_meta(ckpt: Path, change: Callable[[dict], None]) -> Path:
+    meta = json.loads((ckpt / "config.json").read_text())
+    change(meta)
+    (ckpt / "config.json").write_text(json.dumps(meta))
+    return ckpt
+
+
+def lines(tmp: Path, name: str, text: str) -> str:
+    (tmp / name).write_text(text)
+    return str(tmp / name)
+
+
+def dataset_copy(run: Path, tmp: Path) -> Path:
+    copy = tmp / "data"
+    shutil.copytree(run / "data", copy)
+    return copy
+
+
+def train_on(data: Path, tmp: Path) -> list[str]:
+    return ["train", "small", *TINY, f"data.dataset={data}", "data.task=null", "--run-dir", str(tmp / "t")]
+
+
+def damaged_npy(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    (data / "train.src.tokens.npy").write_bytes(b"\x93NUMPY garbage")
+    return train_on(data, tmp)
+
+
+def ids_out_of_range(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    tokens = np.load(data / "dev.tgt.tokens.npy")
+    tokens[0] = 10_000
+    np.save(data / "dev.tgt.tokens.npy", tokens)
+    return train_on(data, tmp)
+
+
+def corrupt_dataset_meta(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    (data / "meta.json").write_text('{"format": 1, "hash": 3')
+    return train_on(data, tmp)
+
+
+def corrupt_best(run: Path, tmp: Path) -> list[str]:
+    copy = tmp / "run"
+    shutil.copytree(run, copy)
+    (copy / "best.json").write_text('{"step": "../.."}')
+    return ["translate", str(copy)]
+
+
+ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
+    ("--beam 0", lambda r, t: ["translate", str(r), "--beam", "0"], "--beam: Input should be greater than"),
+    (
+        "--nbest over --beam",
+        lambda r, t: ["translate", str(r), "--nbest", "5", "--beam", "4"],
+        "must not exceed",
+    ),
+    (
+        "--max-src-len -2",
+        lambda r, t: ["translate", str(r), "--max-src-len", "-2"],
+        "--max-src-len must be >= 1",
+    ),
+    ("--threads -1", lambda r, t: ["translate", str(r), "--threads", "-1"], "--threads must be a positive"),
+    ("--quantize fp4", lambda r, t: ["translate", str(r), "--quantize", "fp4"], "allowed: none, int8"),
+    (
+        "unknown metadata key",
+        lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(colour="red")))],
+        "colour: Extra inputs are not permitted",
+    ),
+    (
+        "non-integer step",
+        lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(step="../..")))],
+        "step: Input should be a valid integer",
+    ),
+    ("corrupt best.json", corrupt_best, "best.json: unreadable"),
+    (
+        "vocabulary missing",
+        lambda r, t: ["translate", str(_without(checkpoint_copy(r, t), "src.symbols.json"))],
+        "vocabulary missing or damaged",
+    ),
+    (
+        "--hyp and --ref of different lengths",
+        lambda r, t: ["evaluate", "--hyp", lines(t, "h", "a\nb\n"), "--ref", lines(t, "r", "a\n")],
+        "reference set 1 has 1 lines for 2 hypotheses",
+    ),
+    (
+        "empty --hyp and --ref",
+        lambda r, t: ["evaluate", "--hyp", lines(t, "h", ""), "--ref", lines(t, "r", "")],
+        "nothing to score",
+    ),
+    (
+        "second --ref of another length",
+        lambda r, t: [
+            "evaluate",
+            "--hyp",
+            lines(t, "h", "a\n"),
+            "--ref",
+            lines(t, "r", "a\n"),
+            "--ref",
+            lines(t, "q", ""),
+        ],
+        "reference set 2 has 0 lines",
+    ),
+    ("--split of no such name", lambda r, t: ["evaluate", str(r), "--split", "tests"], "allowed: train, dev"),
+    ("--src a directory", lambda r, t: ["evaluate", str(r), "--src", str(t), "--ref", str(t)], "a directory"),
+    ("damaged .npy in a dataset", damaged_npy, "damaged dataset"),
+    ("token ids beyond the vocabulary", ids_out_of_range, "token ids outside the vocabulary"),
+    ("corrupt dataset meta.json", corrupt_dataset_meta, "unreadable metadata"),
+    (
+        "a decoder-only model",
+        lambda r, t: ["train", "small", *TINY, "model.kind=decoder", "--run-dir", str(t / "t")],
+        "not available yet",
+    ),
+]
+
+
+def _without(ckpt: Path, name: str) -> Path:
+    (ckpt / name).unlink()
+    return ckpt
+
+
+@pytest.mark.parametrize(("build", "fragment"), [(b, f) for _, b, f in ROWS], ids=[r[0] for r in ROWS])
+def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment):
+    result = CliRunner().invoke(app, build(run, tmp_path), input="1 2\n")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert fragment in result.output.replace("\n", " "), result.output
+    assert "Traceback" not in result.output
+
+
+def test_nbest_keeps_a_row_for_empty_lines(run):
+    result = CliRunner().invoke(
+        app, ["translate", str(run), "--nbest", "2", "--beam", "2"], input="1 2\n\n3\n"
+    )
+    assert result.exit_code == 0, result.output
+    numbers = [int(line.split(" ||| ")[0]) for line in result.stdout.splitlines()]
+    assert numbers == [0, 0, 1, 2, 2]
+
+
+def test_evaluate_scores_against_several_references(tmp_path):
+    hyp = lines(tmp_path, "h", "the cat sat on the mat\n")
+    one = CliRunner().invoke(
+        app, ["evaluate", "--hyp", hyp, "--ref", lines(tmp_path, "r1", "a cat sat on a mat\n")]
+    )
+    two = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            "--hyp",
+            hyp,
+            "--ref",
+            str(tmp_path / "r1"),
+            "--ref",
+            lines(tmp_path, "r2", "the cat sat on the mat\n"),
+        ],
+    )
+    assert one.exit_code == two.exit_code == 0
+    assert "BLEU 100.00" in two.stdout and "BLEU 100.00" not in one.stdout
+
+
+def test_inspect_and_evaluate_accept_what_prepare_and_train_wrote(tmp_path, run):
+    inspect = CliRunner().invoke(app, ["inspect", str(run)])
+    assert inspect.exit_code == 0 and "total parameters" in inspect.stdout
+    data = tmp_path / "addition"
+    prepared = CliRunner().invoke(
+        app,
+        [
+            "prepare",
+            "--task",
+            "copy",
+            "-o",
+            str(data),
+            "--set",
+            "data.task_train_max_len=4",
+            "--set",
+            "data.task_train_size=200",
+            "--set",
+            "data.task_eval_size=10",
+        ],
+    )
+    assert prepared.exit_code == 0, prepared.output
+    assert "test_long 10" in prepared.output
+    trained = train_tiny(tmp_path / "t", 2, f"data.dataset={data}", "data.task=null")
+    result = CliRunner().invoke(app, ["evaluate", str(trained), "--split", "test_long", "--greedy"])
+    assert result.exit_code == 0, result.output
+    assert "(10 examples)" in result.stdout
+
+
+def test_test_long_is_longer_than_training_by_default():
+    from transduce.config import DataConfig
+    from transduce.data.tasks import generate_split
+
+    cfg = DataConfig(task="copy", task_train_max_len=40, task_eval_size=50)
+    lengths = {len(src.split()) for src, _ in generate_split(cfg, "test_long")}
+    assert min(lengths) >= 41 and max(lengths) <= 80 and len(lengths) > 5
