@@ -48,3 +48,25 @@ def test_inspect_cli_prints_table_and_total():
     assert "63,082,496" in result.output and "cross-attention" in result.output
     bad = CliRunner().invoke(app, ["inspect", "base", "model.heads=7"])
     assert bad.exit_code == 2 and "divisible" in bad.output
+
+
+def test_training_log_reports_throughput_from_the_cost_model(tmp_path):
+    import torch
+    from tiny import tiny_config, train_tiny
+
+    from transduce.cost import flops_per_token
+    from transduce.data.dataset import Dataset
+    from transduce.train.log import Throughput, peak_flops
+
+    row = Throughput(flops_per_token=3e9, peak=1e12).row(tokens=500, seconds=2.0)
+    assert row == {"tokens_per_s": 250.0, "tflops": 0.75, "mfu": 0.75}
+    assert peak_flops(torch.device("cpu"), "bf16") is None
+    run = train_tiny(tmp_path / "r", 4, "train.log_every=2")
+    data = Dataset(run / "data")
+    measured = Throughput.for_training(
+        tiny_config().model, data.splits["train"], 14, torch.device("cpu"), "fp32"
+    )
+    split = data.splits["train"]
+    src, tgt = round(float(split.src_lengths.mean())) + 1, round(float(split.tgt_lengths.mean())) + 1
+    assert measured.flops_per_token == flops_per_token(tiny_config().model, 14, src, tgt, training=True)
+    assert "train/tflops=" in (run / "train.log").read_text()

@@ -451,6 +451,3 @@ def check_positions(model: ModelConfig, longest: int, where: str) -> None:
             f"from {longest} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
         )
 
-
-def config_to_dict(config: Config) -> dict[str, Any]:
-    return config.model_dump(mode="json")

@@ -33,10 +33,6 @@ class CostRow:
     params_measured: int  # per application, counted on the model (0 when not built)
     mults: int  # multiplications per application for the whole sequence(s)
 
-    @property
-    def total_params(self) -> int:
-        return self.times * (self.params_measured or self.params_formula)
-
 
 def _numel(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())

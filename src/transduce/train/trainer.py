@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from rich.console import Console
@@ -29,12 +28,10 @@ from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_l
 from ..data.dataset import Dataset, Split, prepare_task
 from ..data.meta import DataFacts
 from ..data.vocab import PAD
-from ..decode.translate import decode_all
 from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
-from ..metrics import accuracy, corpus_scores, perplexity
+from ..metrics import perplexity
 from ..model import build_model
 from ..model.universal import ponder_steps
-from ..parsing import gold_tree, score_outputs
 from ..store.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -46,9 +43,11 @@ from ..store.checkpoint import (
     vocab_files,
 )
 from ..store.meta import CheckpointMeta, DataIdentity
+from .log import RunLogger, Throughput
 from .loss import label_smoothed_loss
 from .optimizer_state import optimizer_state, restore_optimizer
 from .schedule import inverse_sqrt_lr
+from .validation import METRICS, greedy_outputs
 
 
 class TrainingError(RuntimeError):
@@ -179,6 +178,9 @@ class Trainer:
             "cuda", enabled=t.precision == "fp16" and self.device.type == "cuda"
         )
         self.checkpoints = self.run_dir / "checkpoints"
+        self.throughput = Throughput.for_training(
+            cfg.model, self.train_split, len(self.data.tgt_vocab), self.device, t.precision
+        )
 
     # ----------------------------------------------------------------- state
     def resume(self) -> bool:
@@ -355,46 +357,19 @@ class Trainer:
 
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
         """Greedy outputs and references for the first `limit` examples of a split."""
-        n = len(split) if limit is None else min(limit, len(split))
-        sources = [split.pair(i)[0].tolist() for i in range(n)]
-        refs = [split.pair(i)[1].tolist() for i in range(n)]
-        annotations = [split.annotation(i) for i in range(n)] if split.annotated else None
-        hyps = decode_all(
-            self.model, sources, self.cfg.decode, use_greedy=True, device=self.device, annotations=annotations
-        )
-        return [h[0].tokens if h else [] for h in hyps], refs
+        return greedy_outputs(self.model, split, self.cfg.decode, self.device, limit)
 
     def validate(self) -> dict[str, Any]:
+        """Dev loss and perplexity, ACT statistics, and the metrics of the data's kind."""
         loss, nll, ponder = self.dev_loss(self.data.splits["dev"])
-        metrics: dict[str, Any] = {
+        return {
             "step": self.state.step,
             "train_minutes": self.state.train_seconds / 60,
             "dev_loss": loss,
             "dev_ppl": perplexity(nll, 1),
             **ponder,
+            **METRICS[self.data.meta.data_kind](self.data, self.predict),
         }
-        kind = self.data.meta.data_kind
-        if kind == "task":
-            for name in ("dev", "test_long"):
-                preds, refs = self.predict(self.data.splits[name])
-                acc = accuracy(preds, refs)
-                metrics[f"{name}_char_acc"], metrics[f"{name}_seq_acc"] = acc.char, acc.sequence
-        elif kind == "parse":
-            preds, _ = self.predict(self.data.splits["dev"])
-            golds = [gold_tree(line) for line in self.data.gold_trees("dev")]
-            score, _ = score_outputs(self.data.tgt_vocab, preds, golds, self.data.meta.parse_root or "S")
-            metrics["dev_f1"], metrics["dev_precision"], metrics["dev_recall"] = (
-                score.f1,
-                score.precision,
-                score.recall,
-            )
-        else:
-            preds, refs = self.predict(self.data.splits["dev"])
-            scores = corpus_scores(
-                [self.data.tgt_vocab.decode(p) for p in preds], [self.data.tgt_vocab.decode(r) for r in refs]
-            )
-            metrics["dev_bleu"], metrics["dev_chrf"] = scores.bleu, scores.chrf
-        return metrics
 
     # ------------------------------------------------------------------ loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
@@ -485,10 +460,10 @@ class Trainer:
                         "ppl": perplexity(stats.nll, 1),
                         "lr": lr,
                         "grad_norm": stats.grad_norm,
-                        "tokens_per_s": window_tokens / elapsed,
+                        **self.throughput.row(window_tokens, elapsed),
                     }
                     logger.scalars(step, {f"train/{k}": v for k, v in row.items()})
-                    shown = f"loss {stats.loss:.3f} lr {lr:.2e} {row['tokens_per_s']:.0f} tok/s"
+                    shown = f"loss {stats.loss:.3f} lr {lr:.2e} " + self.throughput.shown(row)
                     progress.update(bar, stats=shown)
                     if self.show and not self.console.is_terminal:  # a log file gets plain lines
                         self.console.print(f"step {step}/{t.steps}: {shown}", highlight=False)
@@ -531,37 +506,3 @@ class Trainer:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "step")
             progress.console.print(f"step {self.state.step}: {shown}")
         self.env.barrier()
-
-
-class RunLogger:
-    """TensorBoard event files plus a plain-text log, written by the main process."""
-
-    def __init__(self, run_dir: Path, active: bool) -> None:
-        self.active = active
-        self.writer = None
-        self.file = None
-        if active:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(run_dir / "tb"))
-            self.file = (run_dir / "train.log").open("a", encoding="utf-8")
-
-    def scalars(self, step: int, values: dict[str, float]) -> None:
-        if not self.active:
-            return
-        assert self.writer is not None
-        for key, value in values.items():
-            if isinstance(value, (int, float, np.floating)):
-                self.writer.add_scalar(key, float(value), step)
-        self.text(f"step {step}: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()))
-
-    def text(self, line: str) -> None:
-        if self.file is not None:
-            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-            self.file.flush()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.file is not None:
-            self.file.close()

@@ -1,0 +1,96 @@
+"""What a run reports: TensorBoard scalars and a plain-text log, and its throughput in tokens,
+FLOP/s and model FLOPs utilisation (MFU, nanoGPT's `estimate_mfu`: achieved FLOP/s over the
+device's peak), with FLOPs per token from `cost.py`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import ModelConfig
+from ..cost import flops_per_token
+from ..data.dataset import Split
+
+# Dense peak FLOP/s by device name fragment and precision (vendor data sheets, no sparsity).
+PEAK_FLOPS = {
+    "H200": {"bf16": 989e12, "fp16": 989e12, "fp32": 494e12},  # fp32 through TF32
+    "H100": {"bf16": 989e12, "fp16": 989e12, "fp32": 494e12},
+    "A100": {"bf16": 312e12, "fp16": 312e12, "fp32": 156e12},
+}
+
+
+def peak_flops(device: torch.device, precision: str) -> float | None:
+    """The device's peak for `precision`, where known (CUDA devices in PEAK_FLOPS); else None."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peaks[precision] for key, peaks in PEAK_FLOPS.items() if key in name), None)
+
+
+@dataclass
+class Throughput:
+    """Turns tokens per window into tokens/s, achieved TFLOP/s and MFU (when the peak is known)."""
+
+    flops_per_token: float  # training FLOPs (3 x forward) per target token
+    peak: float | None
+
+    @classmethod
+    def for_training(
+        cls, model: ModelConfig, split: Split, tgt_vocab: int, device: torch.device, precision: str
+    ) -> Throughput:
+        """FLOPs per token at the training data's mean source and target lengths."""
+        src_len = max(1, round(float(np.mean(split.src_lengths))) + 1)
+        tgt_len = max(1, round(float(np.mean(split.tgt_lengths))) + 1)
+        return cls(
+            flops_per_token(model, tgt_vocab, src_len, tgt_len, training=True), peak_flops(device, precision)
+        )
+
+    def row(self, tokens: int, seconds: float) -> dict[str, float]:
+        rate = tokens / max(seconds, 1e-9)
+        out = {"tokens_per_s": rate, "tflops": rate * self.flops_per_token / 1e12}
+        if self.peak is not None:
+            out["mfu"] = rate * self.flops_per_token / self.peak
+        return out
+
+    @staticmethod
+    def shown(row: dict[str, float]) -> str:
+        text = f"{row['tokens_per_s']:.0f} tok/s {row['tflops']:.3g} TFLOP/s"
+        return text + (f" MFU {100 * row['mfu']:.1f}%" if "mfu" in row else "")
+
+
+class RunLogger:
+    """TensorBoard event files plus a plain-text log, written by the main process."""
+
+    def __init__(self, run_dir: Path, active: bool) -> None:
+        self.active = active
+        self.writer = None
+        self.file = None
+        if active:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tb"))
+            self.file = (run_dir / "train.log").open("a", encoding="utf-8")
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        if not self.active:
+            return
+        assert self.writer is not None
+        for key, value in values.items():
+            if isinstance(value, (int, float, np.floating)):
+                self.writer.add_scalar(key, float(value), step)
+        self.text(f"step {step}: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()))
+
+    def text(self, line: str) -> None:
+        if self.file is not None:
+            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.file is not None:
+            self.file.close()

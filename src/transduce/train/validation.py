@@ -1,0 +1,65 @@
+"""Validation metrics per kind of data: what a model is judged by besides its dev loss.
+
+Generated tasks: character and sequence accuracy on `dev` and on the longer `test_long`;
+parsing: labelled bracket F1 on `dev` (EVALB conventions); text: BLEU and chrF on `dev`.
+Each decodes greedily with the model being trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from ..config import DecodeConfig
+from ..data.dataset import Dataset, Split
+from ..decode.translate import decode_all
+from ..metrics import accuracy, corpus_scores
+from ..parsing import gold_tree, score_outputs
+
+Metrics = dict[str, float]
+
+
+def greedy_outputs(
+    model: nn.Module, split: Split, options: DecodeConfig, device: torch.device, limit: int | None = None
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Greedy outputs and references for the first `limit` examples of a split."""
+    n = len(split) if limit is None else min(limit, len(split))
+    sources = [split.pair(i)[0].tolist() for i in range(n)]
+    refs = [split.pair(i)[1].tolist() for i in range(n)]
+    annotations = [split.annotation(i) for i in range(n)] if split.annotated else None
+    hyps = decode_all(model, sources, options, use_greedy=True, device=device, annotations=annotations)
+    return [h[0].tokens if h else [] for h in hyps], refs
+
+
+Predict = Callable[[Split], tuple[list[list[int]], list[list[int]]]]
+
+
+def task_metrics(data: Dataset, predict: Predict) -> Metrics:
+    out: Metrics = {}
+    for name in ("dev", "test_long"):
+        acc = accuracy(*predict(data.splits[name]))
+        out[f"{name}_char_acc"], out[f"{name}_seq_acc"] = acc.char, acc.sequence
+    return out
+
+
+def parse_metrics(data: Dataset, predict: Predict) -> Metrics:
+    preds, _ = predict(data.splits["dev"])
+    golds = [gold_tree(line) for line in data.gold_trees("dev")]
+    score, _ = score_outputs(data.tgt_vocab, preds, golds, data.meta.parse_root or "S")
+    return {"dev_f1": score.f1, "dev_precision": score.precision, "dev_recall": score.recall}
+
+
+def text_metrics(data: Dataset, predict: Predict) -> Metrics:
+    preds, refs = predict(data.splits["dev"])
+    decode = data.tgt_vocab.decode
+    scores = corpus_scores([decode(p) for p in preds], [decode(r) for r in refs])
+    return {"dev_bleu": scores.bleu, "dev_chrf": scores.chrf}
+
+
+METRICS: dict[str, Callable[[Dataset, Predict], Metrics]] = {
+    "task": task_metrics,
+    "parse": parse_metrics,
+    "text": text_metrics,
+}
