@@ -336,3 +336,44 @@ def test_weights_without_a_checksum_are_refused(tmp_path, trained):
     (copy / "config.json").write_text(json.dumps(meta))
     result = CliRunner().invoke(app, ["translate", str(copy)], input="1 2\n")
     assert result.exit_code == 2 and "no checksum" in result.output
+
+
+def test_disk_full_while_preparing_keeps_the_earlier_dataset(tmp_path, monkeypatch):
+    import errno
+
+    from transduce.data.dataset import Split
+
+    corpus = write_corpus(tmp_path / "c")
+    out = tmp_path / "data"
+    assert CliRunner().invoke(app, prepare_args(corpus, out)).exit_code == 0
+    before = snapshot(out)
+    write_corpus(corpus, seed=2)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Split, "save", full)
+    result = CliRunner().invoke(app, prepare_args(corpus, out))
+    assert result.exit_code == 2 and "No space left on device" in result.output
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "data"]  # no temporary left
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--vocab-size=0", "--vocab-size must be from 8"),
+        ("--max-len=0", "--max-len must be >= 1"),
+        ("--empty=drop", "--empty 'drop': allowed: skip, reject"),
+    ],
+)
+def test_prepare_options_that_could_only_fail_later_are_refused(tmp_path, option, says):
+    result = CliRunner().invoke(app, [*prepare_args(write_corpus(tmp_path / "c"), tmp_path / "d"), option])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
+    from transduce.data.corpus import read_lines
+
+    (tmp_path / "bom.txt").write_bytes("\ufeffHallo Welt\nzwei\n".encode())
+    assert read_lines(tmp_path / "bom.txt") == ["Hallo Welt", "zwei"]

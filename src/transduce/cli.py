@@ -188,12 +188,6 @@ def prepare(
     from .data.source import SourceFormat
     from .fileio import OutputError
 
-    if (
-        empty not in ("skip", "reject")
-        or tabs not in ("space", "reject")
-        or control not in ("skip", "reject")
-    ):
-        fail("--empty and --control take skip or reject; --tabs takes space or reject")
     try:
         if task == "parse":
             if data_dir is None:
@@ -232,6 +226,8 @@ def prepare(
         report = prepare_text(data_dir, out, opts, force=force)
     except (CorpusError, ConfigError, OutputError, ValueError) as exc:
         fail(str(exc))
+    except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place
+        fail(f"cannot write {out}: {exc.strerror or exc}")
         return
     if report["up_to_date"]:
         console.print(f"{out} is up to date with its inputs; nothing to do")

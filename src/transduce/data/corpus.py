@@ -45,9 +45,9 @@ def read_lines(path: Path) -> list[str]:
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:
-    """`data` as UTF-8 lines (a CR before the newline dropped); invalid bytes are an error
-    naming `name` and the 1-based line."""
-    raw = data.split(b"\n")
+    """`data` as UTF-8 lines (a leading byte order mark and a CR before each newline dropped);
+    invalid bytes are an error naming `name` and the 1-based line."""
+    raw = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")  # a UTF-8 byte order mark is not text
     if raw and raw[-1] == b"":
         raw.pop()
     lines = []

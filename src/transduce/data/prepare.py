@@ -31,6 +31,22 @@ class PrepareOptions:
     source: SourceFormat = field(default_factory=SourceFormat)
     control: str = "skip"
 
+    def __post_init__(self) -> None:
+        """Options that could only fail later (inside sentencepiece, or by filtering everything)."""
+        if not 8 <= self.vocab_size <= 1 << 20:
+            raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
+        if self.max_len < 1:
+            raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
+        if self.max_ratio is not None and self.max_ratio < 1:
+            raise CorpusError(f"--max-ratio must be >= 1 (or 0 for off), not {self.max_ratio}")
+        for name, allowed in (
+            ("empty", ("skip", "reject")),
+            ("tabs", ("space", "reject")),
+            ("control", ("skip", "reject")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")
+
 
 def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
     task = progress.add_task(label, total=len(lines))

@@ -51,7 +51,7 @@ class SentencePieceVocab:
                     f"vocabulary size {size} is too small: byte fallback needs 256 byte pieces plus "
                     f"the corpus's distinct characters ({exc}); raise --vocab-size"
                 ) from None
-            raise
+            raise ValueError(f"sentencepiece could not learn a vocabulary of {size}: {exc}") from None
         return cls(buffer.getvalue())
 
     @staticmethod
