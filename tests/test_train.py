@@ -90,7 +90,7 @@ def test_small_model_learns_copy(tmp_path):
             "data.max_tokens=1024",
             "train.steps=700",
             "train.warmup=100",
-            "train.lr_scale=0.25",
+            "train.lr_scale=0.5",
             "train.validate_every=700",
             "train.save_every=700",
             "train.threads=2",

@@ -267,7 +267,8 @@ def train(
     from .config import load_config
     from .data.dataset import DatasetError
     from .fileio import OutputError
-    from .train.trainer import Trainer, TrainingError, setup_distributed
+    from .train.build import setup_distributed
+    from .train.trainer import Trainer, TrainingError
 
     try:
         cfg = load_config(config, overrides or [])
@@ -293,19 +294,11 @@ def train(
 
 def show_samples(trainer: Trainer, count: int = 5) -> None:
     """Print a few dev examples with the model's greedy output."""
-    split = trainer.data.splits["dev"]
-    preds, refs = trainer.predict(split, limit=count)
-    vocab_src, vocab_tgt = trainer.data.src_vocab, trainer.data.tgt_vocab
     table = Table(title="dev samples (greedy)")
     for col in ("source", "reference", "output", "ok"):
         table.add_column(col)
-    for i, (pred, ref) in enumerate(zip(preds, refs, strict=True)):
-        table.add_row(
-            vocab_src.decode(split.pair(i)[0].tolist()),
-            vocab_tgt.decode(ref),
-            vocab_tgt.decode(pred),
-            "yes" if pred == ref else "no",
-        )
+    for source, reference, output in trainer.samples(count):
+        table.add_row(source, reference, output, "yes" if output == reference else "no")
     stdout.print(table)
 
 

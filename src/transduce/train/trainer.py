@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -21,16 +20,15 @@ import torch
 import torch.distributed as dist
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from torch import Tensor, nn
+from torch import Tensor
 
-from ..config import Config, ConfigError, check_positions
-from ..data.batching import Batch, BatchSampler, collate, make_batches, padded_lengths
-from ..data.dataset import Dataset, Split, prepare_task
+from ..config import Config
+from ..data.batching import Batch, collate, make_batches, padded_lengths
+from ..data.dataset import Split
 from ..data.meta import DataFacts
 from ..data.vocab import PAD
 from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
 from ..metrics import perplexity
-from ..model import build_model
 from ..model.universal import ponder_steps
 from ..store.checkpoint import (
     CheckpointError,
@@ -43,49 +41,15 @@ from ..store.checkpoint import (
     vocab_files,
 )
 from ..store.meta import CheckpointMeta, DataIdentity
-from .log import RunLogger, Throughput
+from .build import Distributed, Parts, build_parts
+from .log import RunLogger
 from .loss import label_smoothed_loss
 from .optimizer_state import optimizer_state, restore_optimizer
-from .schedule import inverse_sqrt_lr
-from .validation import METRICS, greedy_outputs
+from .validation import greedy_outputs
 
 
 class TrainingError(RuntimeError):
     """Training cannot go on (repeated non-finite losses, a checkpoint of another model)."""
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-
-def setup_distributed() -> Distributed:
-    """Join the process group torchrun describes (gloo on CPU, NCCL on GPUs)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return Distributed(int(os.environ.get("RANK", "0")), world)
-
-
-def load_data(cfg: Config, run_dir: Path, env: Distributed) -> Dataset:
-    """A prepared dataset directory, or the generated task written under the run directory."""
-    if cfg.data.task is not None:
-        if env.main:
-            prepare_task(cfg.data, run_dir / "data")
-        env.barrier()
-        return Dataset(run_dir / "data")
-    if cfg.data.dataset is not None:
-        return Dataset(Path(cfg.data.dataset))
-    raise ConfigError("set data.dataset (a directory from `transduce prepare`) or data.task")
 
 
 @dataclass
@@ -110,7 +74,8 @@ class TrainState:
 
 
 class Trainer:
-    """Trains one model on one dataset into a run directory."""
+    """The training loop over the parts it is given (data, model, optimizer, schedule, sampler,
+    metrics), with checkpoints, resume and logging in one run directory."""
 
     def __init__(
         self,
@@ -119,68 +84,25 @@ class Trainer:
         env: Distributed | None = None,
         show_progress: bool = True,
         console: Console | None = None,
+        parts: Parts | None = None,
     ) -> None:
-        if cfg.model.kind != "encoder_decoder":
-            raise ConfigError(
-                f"model.kind='{cfg.model.kind}': training encoder-only and decoder-only models is not "
-                "available yet; allowed: encoder_decoder"
-            )
+        """`parts` default to what `build_parts` makes of the config."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.env = env or Distributed()
         self.show = show_progress and self.env.main
         self.console = console or Console(quiet=not self.show)
-        self.device = (
-            torch.device("cuda", self.env.rank % torch.cuda.device_count())
-            if torch.cuda.is_available()
-            else torch.device("cpu")
-        )
-        if cfg.train.threads is not None:
-            torch.set_num_threads(cfg.train.threads)
-        torch.manual_seed(cfg.train.seed)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.data = load_data(cfg, self.run_dir, self.env)
-        for name in ("train", "dev"):
-            if len(self.data.splits.get(name, ())) == 0:
-                raise TrainingError(f"{self.data.dir}: the {name} split is empty; prepare the dataset again")
-        longest = max(int(padded_lengths(split).max()) for split in self.data.splits.values() if len(split))
-        check_positions(cfg.model, longest, str(self.data.dir))
+        parts = parts or build_parts(cfg, self.run_dir, self.env)
+        self.data, self.model, self.net = parts.data, parts.model, parts.net
+        self.optimizer, self.schedule, self.sampler = parts.optimizer, parts.schedule, parts.sampler
+        self.metrics, self.throughput, self.device = parts.metrics, parts.throughput, parts.device
         self.train_split = self.data.splits["train"]
-        try:
-            self.model = build_model(
-                cfg.model,
-                len(self.data.src_vocab),
-                len(self.data.tgt_vocab),
-                PAD,
-                [len(v) for v in self.data.factor_vocabs],
-            )
-        except ValueError as exc:  # settings that do not fit the data, e.g. tying separate vocabularies
-            raise ConfigError(str(exc)) from None
-        self.model.to(self.device)
-        self.net: nn.Module = self.model
-        if self.env.world > 1:
-            self.net = nn.parallel.DistributedDataParallel(self.model)
-        t = cfg.train
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=0.0, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
-        )
-        self.sampler = BatchSampler(
-            padded_lengths(self.train_split),
-            cfg.data.max_tokens,
-            cfg.data.seed,
-            self.env.rank,
-            self.env.world,
-            accumulate=t.accumulate,
-        )
         self.state = TrainState()
         self.saved_step = 0  # the newest step a checkpoint holds
         self.logger: RunLogger | None = None
         self.scaler = torch.amp.GradScaler(
-            "cuda", enabled=t.precision == "fp16" and self.device.type == "cuda"
+            "cuda", enabled=cfg.train.precision == "fp16" and self.device.type == "cuda"
         )
         self.checkpoints = self.run_dir / "checkpoints"
-        self.throughput = Throughput.for_training(
-            cfg.model, self.train_split, len(self.data.tgt_vocab), self.device, t.precision
-        )
 
     # ----------------------------------------------------------------- state
     def resume(self) -> bool:
@@ -315,9 +237,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update()
             return None
-        lr = inverse_sqrt_lr(
-            self.state.step + 1, self.cfg.model.d_model, self.cfg.train.warmup, self.cfg.train.lr_scale
-        )
+        lr = self.schedule(self.state.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.scaler.step(self.optimizer)
@@ -359,6 +279,16 @@ class Trainer:
         """Greedy outputs and references for the first `limit` examples of a split."""
         return greedy_outputs(self.model, split, self.cfg.decode, self.device, limit)
 
+    def samples(self, count: int) -> list[tuple[str, str, str]]:
+        """The first `count` dev examples as (source, reference, greedy output) text."""
+        split = self.data.splits["dev"]
+        preds, refs = self.predict(split, limit=count)
+        src, tgt = self.data.src_vocab, self.data.tgt_vocab
+        return [
+            (src.decode(split.pair(i)[0].tolist()), tgt.decode(ref), tgt.decode(pred))
+            for i, (pred, ref) in enumerate(zip(preds, refs, strict=True))
+        ]
+
     def validate(self) -> dict[str, Any]:
         """Dev loss and perplexity, ACT statistics, and the metrics of the data's kind."""
         loss, nll, ponder = self.dev_loss(self.data.splits["dev"])
@@ -368,7 +298,7 @@ class Trainer:
             "dev_loss": loss,
             "dev_ppl": perplexity(nll, 1),
             **ponder,
-            **METRICS[self.data.meta.data_kind](self.data, self.predict),
+            **self.metrics(self.data, self.predict),
         }
 
     # ------------------------------------------------------------------ loop
