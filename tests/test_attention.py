@@ -11,6 +11,7 @@ from transduce.model.attention import (
     causal_mask,
     local_mask,
     padding_mask,
+    record_attention,
     scaled_dot_product,
 )
 
@@ -41,6 +42,15 @@ def naive_mha(mha: MultiHeadAttention, x, memory, key_pad, causal):
     return out
 
 
+def attend(mha: MultiHeadAttention, *args, record: bool = False, **kwargs):
+    """mha's output, and with `record` its weights (the plain path instead of the fused kernel)."""
+    if not record:
+        return mha(*args, **kwargs), None
+    with record_attention(mha) as records:
+        out = mha(*args, **kwargs)
+    return out, records[""][-1]
+
+
 def _torch_mha(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     ref = nn.MultiheadAttention(mha.d, mha.heads, batch_first=True)
     with torch.no_grad():
@@ -64,8 +74,8 @@ def test_self_attention_with_padding_and_causal_matches_loop_and_torch():
         mask = padding_mask(pad)
         if causal:
             mask = mask + causal_mask(6, 6)
-        for need_weights in (False, True):  # fused kernel and plain path
-            ours, _ = mha(x, mask=mask, need_weights=need_weights)
+        for record in (False, True):  # fused kernel and plain path
+            ours, _ = attend(mha, x, mask=mask, record=record)
             loop = naive_mha(mha, x, None, pad, causal)
             real = ~pad
             assert (ours - loop)[real].abs().max() < 1e-5
@@ -82,7 +92,7 @@ def test_cross_attention_matches_loop_and_torch():
     x, mem = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[0, 5:] = True
-    ours, _ = mha(x, mem, mask=padding_mask(pad))
+    ours = mha(x, mem, mask=padding_mask(pad))
     assert (ours - naive_mha(mha, x, mem, pad, False)).abs().max() < 1e-5
     ref, _ = _torch_mha(mha)(x, mem, mem, key_padding_mask=pad)
     assert (ours - ref).abs().max() < 1e-5
@@ -97,11 +107,11 @@ def test_beams_read_one_copy_of_the_memory_as_if_it_were_repeated():
     pad[0, 5:] = True
     repeated_pad = pad.repeat_interleave(beams, 0)
     loop = naive_mha(mha, x, mem.repeat_interleave(beams, 0), repeated_pad, False)
-    for need_weights in (False, True):
-        ours, weights = mha(x, mem, mask=padding_mask(pad), need_weights=need_weights)
+    for record in (False, True):
+        ours, weights = attend(mha, x, mem, mask=padding_mask(pad), record=record)
         assert (ours - loop).abs().max() < 1e-5
-    _, repeated_weights = mha(
-        x, mem.repeat_interleave(beams, 0), mask=padding_mask(repeated_pad), need_weights=True
+    _, repeated_weights = attend(
+        mha, x, mem.repeat_interleave(beams, 0), mask=padding_mask(repeated_pad), record=True
     )
     assert weights.shape == (8, 3, 2, 7) and (weights - repeated_weights).abs().max() < 1e-6
     with pytest.raises(ValueError, match="cannot be grouped"):
@@ -161,13 +171,13 @@ def test_local_encoder_is_the_same_whether_blocked_or_masked():
     model = build_model(cfg.model, 30, 30).eval()
     src = torch.randint(4, 30, (2, 50))
     src[1, 40:] = 0
-    records = [{} for _ in model.encoder.layers]
     with torch.no_grad():
-        blocked = model.encode(src).states
-        masked = model.encode(src, records=records).states  # weights wanted: the full masked path
+        blocked = model.encode(src).states  # the blocked kernel
+    with torch.no_grad(), record_attention(model) as records:
+        masked = model.encode(src).states  # weights wanted: the full masked path
     assert (blocked - masked)[src.ne(0)].abs().max() < 1e-5
     i, j = torch.meshgrid(torch.arange(50), torch.arange(50), indexing="ij")
-    assert (records[0]["self"][..., (i - j).abs() > 3] == 0).all()
+    assert (records["encoder.layers.0.self_attn"][0][..., (i - j).abs() > 3] == 0).all()
 
 
 def test_multiplicative_score_mask_scales_scores():

@@ -141,6 +141,17 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("token ids beyond the vocabulary", ids_out_of_range, "token ids outside the vocabulary"),
     ("corrupt dataset meta.json", corrupt_dataset_meta, "unreadable metadata"),
     (
+        "attention --layers beyond the model",
+        lambda r, t: ["attention", str(r), "1 2", "--layers", "0,9", "-o", str(t / "a")],
+        "--layers: the model has layers 0..",
+    ),
+    (
+        "attention --heads beyond the model",
+        lambda r, t: ["attention", str(r), "1 2", "--heads", "7", "-o", str(t / "a")],
+        "--heads: the model has heads 0..",
+    ),
+    ("attention on an empty source", lambda r, t: ["attention", str(r), " ", "-o", str(t / "a")], "empty"),
+    (
         "a decoder-only model",
         lambda r, t: ["train", "small", *TINY, "model.kind=decoder", "--run-dir", str(t / "t")],
         "not available yet",

@@ -30,7 +30,7 @@ def test_future_target_tokens_never_change_earlier_outputs(norm):
     tgt = torch.randint(4, V, (2, 7))
     changed = tgt.clone()
     changed[:, 4:] = torch.randint(4, V, (2, 3))
-    a, b = model(src, tgt), model(src, changed)
+    a, b = model(src, tgt).logits, model(src, changed).logits
     assert torch.allclose(a[:, :4], b[:, :4], atol=1e-6)
     assert not torch.allclose(a[:, 4:], b[:, 4:])
 
@@ -42,7 +42,7 @@ def test_padding_never_changes_real_positions(norm):
     tgt = torch.randint(4, V, (1, 4))
     padded_src = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
     padded_tgt = torch.cat([tgt, torch.zeros(1, 2, dtype=torch.long)], 1)
-    assert torch.allclose(model(src, tgt), model(padded_src, padded_tgt)[:, :4], atol=1e-5)
+    assert torch.allclose(model(src, tgt).logits, model(padded_src, padded_tgt).logits[:, :4], atol=1e-5)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -79,10 +79,10 @@ def test_decoder_only_cache_matches_full():
     model = build_model(cfg, V, V).eval()
     assert isinstance(model, LanguageModel)
     ids = torch.randint(4, V, (2, 6))
-    full = model(ids)
+    full = model(ids).logits
     cache = model.new_cache()
     for t in range(6):
-        assert (model(ids[:, t : t + 1], cache)[:, 0] - full[:, t]).abs().max() < 1e-5
+        assert (model(ids[:, t : t + 1], cache).logits[:, 0] - full[:, t]).abs().max() < 1e-5
 
 
 def test_encoder_classifier_heads():
@@ -90,8 +90,8 @@ def test_encoder_classifier_heads():
     tok = build_model(tiny(kind="encoder", num_classes=5, classifier="token"), V, V).eval()
     assert isinstance(seq, EncoderClassifier)
     ids = torch.randint(4, V, (2, 7))
-    assert seq(ids).shape == (2, 3)
-    assert tok(ids).shape == (2, 7, 5)
+    assert seq(ids).logits.shape == (2, 3)
+    assert tok(ids).logits.shape == (2, 7, 5)
 
 
 def test_weight_tying_modes():

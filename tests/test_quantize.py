@@ -40,7 +40,7 @@ def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
     src = torch.randint(4, 200, (4, 12))
     tgt = torch.randint(4, 200, (4, 9))
     with torch.no_grad():
-        exact, approx = model(src, tgt).log_softmax(-1), q(src, tgt).log_softmax(-1)
+        exact, approx = model(src, tgt).logits.log_softmax(-1), q(src, tgt).logits.log_softmax(-1)
     assert (exact - approx).abs().max() < 0.1 * exact.abs().max()
     assert (exact.argmax(-1) == approx.argmax(-1)).float().mean() > 0.9
     assert len(beam_search(q, src, beam=3, max_len_b=5)) == 4

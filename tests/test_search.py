@@ -37,7 +37,7 @@ def sequence_log_prob(model, src, seq):
     from transduce.data.vocab import BOS
 
     tgt_in = torch.tensor([[BOS, *seq[:-1]]]) if seq else torch.tensor([[BOS]])
-    logp = model(src, tgt_in)[0].log_softmax(-1)
+    logp = model(src, tgt_in).logits[0].log_softmax(-1)
     return float(sum(logp[i, t] for i, t in enumerate(seq)))
 
 

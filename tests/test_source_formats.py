@@ -105,6 +105,11 @@ def test_factored_source_tags_follow_subword_pieces(tmp_path):
     assert len(out.split("\n")) == 2
     bad = CliRunner().invoke(app, ["translate", str(tmp_path / "run")], input="the dog|NN\n")
     assert bad.exit_code == 2 and "'the' has 0 tag(s)" in bad.output
+    plots = CliRunner().invoke(
+        app, ["attention", str(tmp_path / "run"), "the|DT dog|NN", "-o", str(tmp_path / "a"), "--layers", "1"]
+    )
+    assert plots.exit_code == 0, plots.output
+    assert sorted(f.name for f in (tmp_path / "a").iterdir()) == ["encoder-layer1.png"]
 
 
 def test_constituency_trees_beside_the_source_give_piece_level_omega(tmp_path):
@@ -139,6 +144,14 @@ def test_constituency_trees_beside_the_source_give_piece_level_omega(tmp_path):
         app, ["translate", str(tmp_path / "run"), "--src-trees", str(other)], input="the dog\n"
     )
     assert wrong.exit_code == 2 and "differ from the source" in wrong.output
+    first = dev.read_text().splitlines()[0]
+    tree = tmp_path / "first.tree"
+    tree.write_text((tmp_path / "dev.src.tree").read_text().splitlines()[0] + "\n")
+    plots = CliRunner().invoke(
+        app, ["attention", str(tmp_path / "run"), first, "--src-trees", str(tree), "-o", str(tmp_path / "a")]
+    )
+    assert plots.exit_code == 0, plots.output
+    assert "wrote 4 heat maps" in plots.stdout  # encoder layers 0 and 1, decoder 0, cross 0
 
 
 def test_conllu_trees_and_mismatches_are_reported(tmp_path):

@@ -20,6 +20,7 @@ from transduce.data.syntax import (
 )
 from transduce.data.trees import Tree, TreeError
 from transduce.model import build_model
+from transduce.model.attention import record_attention
 from transduce.model.syntax import SyntaxMasks, hard_mask, inverse_mask, standard_mask
 
 
@@ -158,16 +159,15 @@ def test_hard_mask_gives_exactly_zero_weight_beyond_omega_max():
     omega = torch.tensor(with_eos(dependency_omega(heads)))[None]
     model = syntax_model("hard", layers=[1], heads=[0, 2])
     src = torch.randint(4, 30, (1, 10))
-    records = [{} for _ in range(2)]
-    with torch.no_grad():
-        model.encode(src, syntax=omega, records=records)
+    with torch.no_grad(), record_attention(model) as records:
+        model.encode(src, syntax=omega)
     blocked = omega[0] > 1
-    weights = records[1]["self"][0]  # (heads, m, m)
+    weights = records["encoder.layers.1.self_attn"][0][0]  # (heads, m, m)
     assert blocked.any()
     for h in (0, 2):
         assert (weights[h][blocked] == 0).all() and (weights[h][~blocked] > 0).all()
     assert (weights[1][blocked] > 0).all()  # an unmasked head
-    assert (records[0]["self"][0][:, blocked] > 0).all()  # an unmasked layer
+    assert (records["encoder.layers.0.self_attn"][0][0][:, blocked] > 0).all()  # an unmasked layer
     assert torch.equal(hard_mask(omega, 1)[0] == 0, ~blocked)
 
 
@@ -182,10 +182,9 @@ def test_soft_masks_change_scores_as_eq_53_and_54(apply):
     scores = q @ k.transpose(-2, -1) / (attn.d_head**0.5)
     m = inverse_mask(omega)[:, None]
     expected = (scores + m if apply == "additive" else scores * m).softmax(-1)
-    records = [{} for _ in range(2)]
-    with torch.no_grad():
-        model.encode(src, syntax=omega, records=records)
-    assert (records[0]["self"] - expected).abs().max() < 1e-5
+    with torch.no_grad(), record_attention(model) as records:
+        model.encode(src, syntax=omega)
+    assert (records["encoder.layers.0.self_attn"][0] - expected).abs().max() < 1e-5
 
 
 def test_syntax_model_needs_trees_and_config_checks_ranges():

@@ -9,6 +9,7 @@ from transduce.config import load_config
 from transduce.model import build_model
 from transduce.model.attention import padding_mask
 from transduce.model.embeddings import sinusoid
+from transduce.model.layers import LayerInputs
 
 V = 20
 
@@ -48,7 +49,7 @@ def test_fixed_steps_equal_explicit_recurrence(norm):
         1, 5
     ):  # A^t = LN((H + P^t) + Att(H + P^t)), H^t = LN(A^t + FFN(A^t)); P^t = PE(pos) + PE(t)
         coords = sinusoid(torch.arange(7), d) + sinusoid(torch.tensor([t]), d)
-        h = layer(h + coords, mask)
+        h = layer(h + coords, LayerInputs(mask))
     if norm == "pre":
         h = model.encoder.final_norm(h)
     real = ~src.eq(0)
@@ -69,7 +70,7 @@ def explicit_act(model, src):
     out = torch.zeros_like(state)
     for t in range(stack.steps):
         coords = sinusoid(torch.arange(n), d) + sinusoid(torch.tensor([t + 1]), d)
-        new = layer(state + coords, mask)
+        new = layer(state + coords, LayerInputs(mask))
         p = torch.sigmoid(stack.halt(new)).squeeze(-1)
         nxt = state.clone()
         for b in range(batch):
@@ -96,9 +97,9 @@ def test_act_matches_explicit_loop_and_invariants():
     src[1, 6:] = 0
     src[2, 3:] = 0
     with torch.no_grad():
-        got = model.encode(src).states
+        encoded = model.encode(src)
         expected, steps, remainder = explicit_act(model, src)
-    ponder = model.encoder.last_ponder
+    got, ponder = encoded.states, encoded.ponder
     real = ~src.eq(0)
     assert (got - expected)[real].abs().max() < 1e-5
     assert ponder.steps.tolist() == [[float(s) for s in row] for row in steps]
@@ -111,7 +112,7 @@ def test_act_matches_explicit_loop_and_invariants():
     expected_loss = (
         sum(steps[b][i] + remainder[b][i] for b in range(3) for i in range(8) if real[b, i]) / real.sum()
     )
-    assert float(model.encoder.ponder_loss()) == pytest.approx(float(expected_loss), rel=1e-5)
+    assert float(ponder.mean_cost()) == pytest.approx(float(expected_loss), rel=1e-5)
 
 
 def test_halted_positions_do_not_change_with_more_steps():
@@ -119,9 +120,9 @@ def test_halted_positions_do_not_change_with_more_steps():
     long.load_state_dict(short.state_dict())
     src = torch.randint(4, V, (2, 8))
     with torch.no_grad():
-        a = short.encode(src).states
-        b = long.encode(src).states
-    halted_early = short.encoder.last_ponder.steps < 4
+        first = short.encode(src)
+        a, b = first.states, long.encode(src).states
+    halted_early = first.ponder.steps < 4
     assert halted_early.any()
     assert (a - b)[halted_early].abs().max() < 1e-6
 
@@ -131,11 +132,9 @@ def test_act_padding_does_not_affect_real_positions():
     src = torch.randint(4, V, (1, 5))
     padded = torch.cat([src, torch.zeros(1, 4, dtype=torch.long)], 1)
     with torch.no_grad():
-        a = model.encode(src).states
-        steps_a = model.encoder.last_ponder.steps.clone()
-        b = model.encode(padded).states
-    assert (a - b[:, :5]).abs().max() < 1e-5
-    assert torch.equal(steps_a, model.encoder.last_ponder.steps[:, :5])
+        a, b = model.encode(src), model.encode(padded)
+    assert (a.states - b.states[:, :5]).abs().max() < 1e-5
+    assert torch.equal(a.ponder.steps, b.ponder.steps[:, :5])
 
 
 @pytest.mark.parametrize(("act", "transition"), [(False, "ffn"), (True, "ffn"), (True, "conv")])

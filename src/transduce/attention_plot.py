@@ -1,34 +1,82 @@
-"""Attention heat maps per layer and head (encoder self, decoder self, cross), as in the paper."""
+"""Attention heat maps per layer and head (encoder self, decoder self, cross), as in the paper,
+and the UT paper's ACT ponder-time figure."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from .data.batching import encode_sources
+from .data.batching import annotation_tensors, encode_sources
 from .data.vocab import BOS
+from .decode.pipeline import encode_lines
+from .decode.search import greedy
+from .model.attention import record_attention
 from .model.transformer import EncoderDecoder
+from .store.load import LoadedModel
+
+
+@dataclass
+class Example:
+    """One source in the model's input format and a target (given, or the greedy output)."""
+
+    src_ids: list[int]
+    tgt_ids: list[int]
+    source: dict[str, Tensor]  # factors / syntax tensors of annotated models
+
+    def src_labels(self, loaded: LoadedModel) -> list[str]:
+        return [*(loaded.src_vocab.token(i) for i in self.src_ids), "</s>"]
+
+    def tgt_labels(self, loaded: LoadedModel) -> list[str]:
+        return ["<s>", *(loaded.tgt_vocab.token(i) for i in self.tgt_ids)]
+
+
+def make_example(loaded: LoadedModel, source: str, target: str | None, trees: Path | None = None) -> Example:
+    """Read `source` as translate does (trees and factors included); decode greedily without a target."""
+    encoded = encode_lines(loaded, [source], trees)
+    src_ids = encoded.sources[0]
+    if not src_ids:
+        raise ValueError("the source is empty")
+    extra = annotation_tensors(encoded.annotations, len(src_ids) + 1) if encoded.annotations else {}
+    if target is None:
+        tgt_ids = greedy(loaded.model, encode_sources([src_ids]), source=extra)[0].tokens
+    else:
+        tgt_ids = loaded.tgt_vocab.encode(target)
+    return Example(src_ids, tgt_ids, extra)
 
 
 @torch.no_grad()
-def collect_attention(
-    model: EncoderDecoder, src_ids: list[int], tgt_ids: list[int], source: dict[str, Tensor] | None = None
-) -> dict[str, list[Tensor]]:
-    """Weights per kind ('encoder', 'decoder', 'cross'), one (heads, queries, keys) tensor per layer.
+def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list[Tensor]]:
+    """Weights per kind ('encoder', 'decoder', 'cross'), one (heads, queries, keys) tensor per
+    layer (per recurrent step for a Universal Transformer)."""
+    with record_attention(model) as records:
+        model(encode_sources([example.src_ids]), torch.tensor([[BOS, *example.tgt_ids]]), **example.source)
+    kinds: dict[str, list[Tensor]] = {"encoder": [], "decoder": [], "cross": []}
+    for name, calls in records.items():
+        side, module = name.split(".")[0], name.split(".")[-1]
+        kind = "cross" if module == "cross_attn" else side
+        kinds[kind].extend(w[0] for w in calls)
+    return kinds
 
-    source: extra encoder inputs (factors, syntax) of annotated models."""
-    src = encode_sources([src_ids])
-    enc_records: list[dict[str, Tensor]] = [{} for _ in model.encoder.layers]
-    dec_records: list[dict[str, Tensor]] = [{} for _ in model.decoder.layers]
-    memory = model.encode(src, records=enc_records, **(source or {}))
-    model.decode(torch.tensor([[BOS, *tgt_ids]]), memory, records=dec_records)
-    return {
-        "encoder": [r["self"][0] for r in enc_records],
-        "decoder": [r["self"][0] for r in dec_records],
-        "cross": [r["cross"][0] for r in dec_records],
-    }
+
+def check_selection(
+    model: EncoderDecoder, heads: int, layers: list[int] | None, chosen: list[int] | None
+) -> None:
+    """ValueError naming the range when a chosen layer or head does not exist."""
+    depth = max(model.encoder.depth, model.decoder.depth)
+    if layers and not all(0 <= x < depth for x in layers):
+        raise ValueError(f"--layers: the model has layers 0..{depth - 1}, not {','.join(map(str, layers))}")
+    if chosen and not all(0 <= h < heads for h in chosen):
+        raise ValueError(f"--heads: the model has heads 0..{heads - 1}, not {','.join(map(str, chosen))}")
+
+
+@torch.no_grad()
+def ponder_steps(model: EncoderDecoder, example: Example) -> dict[str, Tensor]:
+    """ACT steps per position by side: 'encoder' over the source + EOS, 'decoder' over <s> + target."""
+    out = model(encode_sources([example.src_ids]), torch.tensor([[BOS, *example.tgt_ids]]), **example.source)
+    return {side: p.steps[0] for side, p in out.ponder.items()}
 
 
 def plot_attention(

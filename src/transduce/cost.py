@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from .config import ModelConfig
-from .model.transformer import EncoderClassifier, EncoderDecoder, LanguageModel
+from .model.layers import TransformerLayer
 
 
 @dataclass
@@ -38,14 +38,10 @@ def _numel(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def _layers(model: nn.Module, side: str) -> list[nn.Module]:
-    if isinstance(model, EncoderDecoder):
-        return list((model.encoder if side == "encoder" else model.decoder).layers)
-    if isinstance(model, LanguageModel):
-        return list(model.decoder.layers) if side == "decoder" else []
-    if isinstance(model, EncoderClassifier):
-        return list(model.encoder.layers) if side == "encoder" else []
-    return []
+def _layers(model: nn.Module, side: str) -> list[TransformerLayer]:
+    """The distinct layers of one side's stack (a Universal Transformer's shared layer once)."""
+    stack = getattr(model, side, None)
+    return [m for m in stack.modules() if isinstance(m, TransformerLayer)] if stack is not None else []
 
 
 def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | None = None) -> list[CostRow]:
@@ -75,66 +71,30 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
             return _numel(first.self_sub.norm)
         return _numel(getattr(first, attr))
 
-    if enc_layers:
-        rows += [
-            CostRow(
-                "encoder",
-                "self-attention",
-                enc_layers,
-                4 * d * d,
-                measured("encoder", "self_attn"),
-                4 * m * d * d + 2 * m * m * d,
-            ),
-            CostRow(
-                "encoder",
-                transition_name,
-                enc_layers,
-                transition(m)[0],
-                measured("encoder", "ffn"),
-                transition(m)[1],
-            ),
-            CostRow("encoder", "layer norm", 2 * enc_layers, 2 * d, measured("encoder", "norm"), 2 * m * d),
-        ]
-    if dec_layers:
+    def row(side: str, module: str, times: int, params: int, attr: str, mults: int) -> CostRow:
+        return CostRow(side, module, times, params, measured(side, attr), mults)
+
+    for side, times, length in (("encoder", enc_layers, m), ("decoder", dec_layers, n)):
+        if not times:
+            continue
         rows.append(
-            CostRow(
-                "decoder",
-                "self-attention",
-                dec_layers,
-                4 * d * d,
-                measured("decoder", "self_attn"),
-                4 * n * d * d + 2 * n * n * d,
-            )
+            row(side, "self-attention", times, 4 * d * d, "self_attn", 4 * length * d * d + 2 * length**2 * d)
         )
-        if cross:
+        if side == "decoder" and cross:
             rows.append(
-                CostRow(
-                    "decoder",
+                row(
+                    side,
                     "cross-attention",
-                    dec_layers,
+                    times,
                     4 * d * d,
-                    measured("decoder", "cross_attn"),
-                    2 * n * d * d + 2 * m * d * d + 2 * m * n * d,
+                    "cross_attn",
+                    2 * (n + m) * d * d + 2 * m * n * d,
                 )
             )
-        rows += [
-            CostRow(
-                "decoder",
-                transition_name,
-                dec_layers,
-                transition(n)[0],
-                measured("decoder", "ffn"),
-                transition(n)[1],
-            ),
-            CostRow(
-                "decoder",
-                "layer norm",
-                (3 if cross else 2) * dec_layers,
-                2 * d,
-                measured("decoder", "norm"),
-                2 * n * d,
-            ),
-        ]
+        params, mults = transition(length)
+        rows.append(row(side, transition_name, times, params, "ffn", mults))
+        norms = 3 if side == "decoder" and cross else 2
+        rows.append(row(side, "layer norm", norms * times, 2 * d, "norm", 2 * length * d))
     return rows
 
 

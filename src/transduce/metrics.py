@@ -52,9 +52,7 @@ def corpus_scores(hypotheses: list[str], references: list[str], *more: list[str]
     streams = [references, *more]
     for number, refs in enumerate(streams, 1):
         if len(refs) != len(hypotheses):
-            raise ValueError(
-                f"reference set {number} has {len(refs)} lines for {len(hypotheses)} hypotheses"
-            )
+            raise ValueError(f"reference set {number} has {len(refs)} lines for {len(hypotheses)} hypotheses")
     if not hypotheses:
         raise ValueError("nothing to score: no hypotheses")
     bleu = sacrebleu.metrics.BLEU()
@@ -79,7 +77,7 @@ def reference_nll(
             continue
         src = encode_sources([s])
         extra = annotation_tensors([annotations[i]], src.shape[1]) if annotations is not None else {}
-        logits = model(src, torch.tensor([[BOS, *t]]), **extra)
+        logits = model(src, torch.tensor([[BOS, *t]]), **extra).logits
         target = torch.tensor([*t, EOS])
         total += float(torch.nn.functional.cross_entropy(logits[0].float(), target, reduction="sum"))
         tokens += len(target)

@@ -538,11 +538,11 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
 def _cross_attention(
     loaded: LoadedModel, src: list[int], tgt: list[int], annotations: list[SourceAnnotation] | None
 ) -> list[list[float]]:
-    from .attention_plot import collect_attention
+    from .attention_plot import Example, collect_attention
     from .data.batching import annotation_tensors
 
     extra = annotation_tensors(annotations, len(src) + 1) if annotations is not None else {}
-    cross = collect_attention(loaded.model, src, tgt, extra)["cross"][-1]  # (heads, n + 1, m + 1)
+    cross = collect_attention(loaded.model, Example(src, tgt, extra))["cross"][-1]  # (heads, n + 1, m + 1)
     return cross.mean(0).tolist()
 
 

@@ -16,6 +16,15 @@ import sentencepiece as spm
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+SPECIAL_IDS = {"pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS}
+# What every learned vocabulary shares: BPE with byte fallback over the text exactly as given
+# (no normalisation, whitespace kept), digits split, trained quietly on a sample.
+_SETTINGS = (
+    "model_type=bpe character_coverage=1.0 byte_fallback=true normalization_rule_name=identity "
+    "remove_extra_whitespaces=false split_digits=true shuffle_input_sentence=true "
+    "hard_vocab_limit=false minloglevel=2 num_threads=2"
+)
+TRAINER_SETTINGS = dict(setting.split("=") for setting in _SETTINGS.split())
 
 
 class Vocab(Protocol):
@@ -60,22 +69,10 @@ class SentencePieceVocab:
             user_defined_symbols=symbols,
             sentence_iterator=iter(lines),
             model_writer=buffer,
-            model_type="bpe",
             vocab_size=size,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            character_coverage=1.0,
-            byte_fallback=True,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            split_digits=True,
             input_sentence_size=seed_sentences,
-            shuffle_input_sentence=True,
-            hard_vocab_limit=False,
-            minloglevel=2,
-            num_threads=2,
+            **SPECIAL_IDS,
+            **TRAINER_SETTINGS,
         )
 
     def __len__(self) -> int:

@@ -107,7 +107,7 @@ def beam_search(
     A sentence stops once it holds `nbest` finished hypotheses and no live beam can beat the
     worst of them even at the length limit (its log-probability can only fall). Finished
     sentences leave the batch. The encoder output and cross-attention K/V keep one row per
-    source, read by its k beams together (`grouped_attention`), so beam reordering touches
+    source, read by its k beams together (`group_queries`), so beam reordering touches
     only the self-attention cache.
     """
     batch, k = src.shape[0], beam

@@ -7,6 +7,8 @@ local window) or soft syntax biases (survey eq. 53); M_mul is the survey's eq. 5
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -78,26 +80,18 @@ def scaled_dot_product(
     return dropped @ v, weights
 
 
-def grouped_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    score_mask: Tensor | None = None,
-    dropout: float = 0.0,
-    need_weights: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Attention for g consecutive query rows per key row (the beams of one source).
+def group_queries(q: Tensor, batch: int, *masks: Tensor | None) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """Join g consecutive query rows per key row (the beams of one source) into one row.
 
-    q: (g * batch, heads, n, d_head); k, v: (batch, heads, m, d_head); masks have one row per
-    key row (or broadcast). Each source's g x n queries attend together, so beam search keeps
-    and reads one copy of the cross-attention keys/values per source instead of one per beam.
+    q: (g * batch, heads, n, d_head) -> (batch, heads, g * n, d_head), and the function that
+    splits a result (output or weights) back per row. Masks must have one row per key row (or
+    broadcast). Each source's g x n queries then attend together, so beam search keeps and
+    reads one copy of the cross-attention keys/values per source instead of one per beam.
     """
     rows, h, n, dh = q.shape
-    batch = k.shape[0]
     if rows % batch:
         raise ValueError(f"{rows} query rows cannot be grouped over {batch} key rows")
-    for m in (mask, score_mask):
+    for m in masks:
         if m is not None and m.dim() == 4 and (m.shape[0] not in (1, batch) or m.shape[2] != 1):
             raise ValueError(f"a grouped attention mask must be (batch or 1, _, 1, m), got {tuple(m.shape)}")
     g = rows // batch
@@ -105,9 +99,7 @@ def grouped_attention(
     def ungroup(x: Tensor) -> Tensor:  # (batch, h, g * n, e) -> (g * batch, h, n, e)
         return x.view(batch, h, g, n, x.shape[-1]).transpose(1, 2).reshape(rows, h, n, x.shape[-1])
 
-    grouped = q.view(batch, g, h, n, dh).transpose(1, 2).reshape(batch, h, g * n, dh)
-    out, weights = scaled_dot_product(grouped, k, v, mask, score_mask, dropout, need_weights)
-    return ungroup(out), ungroup(weights) if weights is not None else None
+    return q.view(batch, g, h, n, dh).transpose(1, 2).reshape(batch, h, g * n, dh), ungroup
 
 
 def local_attention(
@@ -174,6 +166,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d, self.heads, self.d_head = d, heads, d // heads
         self.dropout, self.local_radius = dropout, local_radius
+        self.recorder: list[Tensor] | None = None  # set by `record_attention`
         self.in_proj: FusedQKV | nn.Module = FusedQKV(d, 3 * d, bias=bias)  # rows: W^Q; W^K; W^V
         self.out_proj = nn.Linear(d, d, bias=bias)
         nn.init.xavier_uniform_(self.in_proj.weight)
@@ -198,15 +191,15 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         score_mask: Tensor | None = None,
         cache: KVCache | StaticKV | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
+    ) -> Tensor:
         """Self-attention when memory is None, else cross-attention to memory.
 
         x: (batch, n, d). A KVCache appends this call's keys/values (self-attention);
         a StaticKV stores the memory's keys/values on first use (cross-attention). In
         cross-attention x may hold g consecutive rows per memory row (beams): see
-        `grouped_attention`.
+        `group_queries`. While a recorder is set, the weights are appended to it.
         """
+        need_weights = self.recorder is not None
         if memory is None:
             q, k, v = (self._split(t) for t in self.in_proj(x).chunk(3, dim=-1))
             if isinstance(cache, KVCache):
@@ -222,13 +215,40 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         if memory is None and self.local_radius is not None:
             if cache is None and score_mask is None and not need_weights and _is_key_mask(mask):
-                out = local_attention(q, k, v, self.local_radius, mask, p)
-                b, _, n, _ = out.shape
-                return self.out_proj(out.transpose(1, 2).reshape(b, n, self.d)), None
+                return self._merge(local_attention(q, k, v, self.local_radius, mask, p))
             n = q.shape[2]
             mask = combine_masks(mask, local_mask(n, n, self.local_radius, 0, q.device)).clone()
             mask.diagonal(dim1=-2, dim2=-1).zero_()  # as in local_attention: padding rows stay finite
-        attend = grouped_attention if memory is not None and q.shape[0] != k.shape[0] else scaled_dot_product
-        out, weights = attend(q, k, v, mask, score_mask, p, need_weights)
-        b, _, n, _ = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, n, self.d)), weights
+        ungroup = None
+        if memory is not None and q.shape[0] != k.shape[0]:
+            q, ungroup = group_queries(q, k.shape[0], mask, score_mask)
+        out, weights = scaled_dot_product(q, k, v, mask, score_mask, p, need_weights)
+        if ungroup is not None:
+            out, weights = ungroup(out), ungroup(weights) if weights is not None else None
+        if self.recorder is not None and weights is not None:
+            self.recorder.append(weights)
+        return self._merge(out)
+
+    def _merge(self, heads: Tensor) -> Tensor:
+        """(batch, heads, n, d_head) -> the output projection of the joined heads (batch, n, d)."""
+        b, _, n, _ = heads.shape
+        return self.out_proj(heads.transpose(1, 2).reshape(b, n, self.d))
+
+
+@contextmanager
+def record_attention(model: nn.Module) -> Iterator[dict[str, list[Tensor]]]:
+    """Capture attention weights while the block runs, for plots and inspection.
+
+    Yields {module name: [one (batch, heads, queries, keys) tensor per call]}, in module
+    order; a Universal Transformer's shared layer gets one entry per recurrent step. Only
+    recording modules leave the fused kernel, so ordinary calls pay nothing.
+    """
+    modules = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
+    records: dict[str, list[Tensor]] = {}
+    for name, module in modules:
+        module.recorder = records.setdefault(name, [])
+    try:
+        yield records
+    finally:
+        for _, module in modules:
+            module.recorder = None

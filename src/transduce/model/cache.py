@@ -88,17 +88,12 @@ class LayerCache:
 class DecoderCache:
     """All layers' caches plus how many target positions they hold.
 
-    Universal Transformer decoders keep one LayerCache per recurrent step and, with ACT,
-    their halting state in `extra` (see model/universal.py).
+    Made by the decoder stack (`new_cache`): Universal Transformer decoders keep one
+    LayerCache per recurrent step, sharing one cross-attention StaticKV.
     """
 
     layers: list[LayerCache]
     position: int = 0
-    extra: dict[str, Tensor] = field(default_factory=dict)
-
-    @classmethod
-    def empty(cls, num_layers: int) -> DecoderCache:
-        return cls([LayerCache() for _ in range(num_layers)])
 
     def reorder(self, index: Tensor, sources: Tensor | None = None) -> None:
         """Select rows: `index` for per-row state, `sources` for the cross-attention K/V.
@@ -114,12 +109,6 @@ class DecoderCache:
             if sources is not None and id(layer.cross_kv) not in done:  # UT steps share one StaticKV
                 layer.cross_kv.reorder(sources)
                 done.add(id(layer.cross_kv))
-        self.extra = {k: v.index_select(0, index) for k, v in self.extra.items()}
 
     def advance(self, steps: int) -> None:
         self.position += steps
-
-
-def expand_rows(x: Tensor, times: int) -> Tensor:
-    """Repeat each batch row `times` times consecutively: (b, ...) -> (b * times, ...)."""
-    return x.repeat_interleave(times, dim=0) if times > 1 else x

@@ -1,12 +1,15 @@
 """Feed-forward network, the residual + LayerNorm sub-layer wrapper, layers and stacks.
 
 One layer class serves the encoder (self-attention + FFN) and the decoder (masked
-self-attention + cross-attention + FFN); nothing is duplicated between the two.
+self-attention + cross-attention + FFN); nothing is duplicated between the two. Stacks of
+distinct layers (here) and the Universal Transformer's recurrent stack (universal.py) share
+one interface: `forward(x, StackInputs, caches) -> StackOutput` and `new_cache()`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +17,7 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention, combine_masks
 from .cache import LayerCache
+from .ponder import Ponder
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,
@@ -35,8 +39,7 @@ class FeedForward(nn.Module):
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x: Tensor, pad: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
-        """Position-wise, so padding and the decoding cache do not concern it."""
+    def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.dropout(self.act(self.w1(x))))
 
 
@@ -124,43 +127,64 @@ class TransformerLayer(nn.Module):
         )
         self.ffn_sub = SubLayer(d, norm, dropout, eps)
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        memory: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        cache: LayerCache | None = None,
-        score_mask: Tensor | None = None,
-        record: dict[str, Tensor] | None = None,
-        pad: Tensor | None = None,
-    ) -> Tensor:
-        """x: (batch, n, d); pad: (batch, n) True at padding, for convolutional transitions.
-        `record`, when given, receives the attention weights."""
-        want = record is not None
-
-        def self_attention(h: Tensor) -> Tensor:
-            out, w = self.self_attn(
-                h, mask=mask, score_mask=score_mask, cache=cache.self_kv if cache else None, need_weights=want
-            )
-            if record is not None and w is not None:
-                record["self"] = w
-            return out
-
-        x = self.self_sub(x, self_attention)
+    def forward(self, x: Tensor, inputs: LayerInputs | None = None) -> Tensor:
+        """x: (batch, n, d) -> (batch, n, d)."""
+        given = inputs or LayerInputs()
+        cache, memory = given.cache, given.memory
+        self_attn = self.self_attn
+        x = self.self_sub(
+            x,
+            lambda h: self_attn(
+                h, mask=given.mask, score_mask=given.score_mask, cache=cache.self_kv if cache else None
+            ),
+        )
         if self.cross_attn is not None and self.cross_sub is not None and memory is not None:
             cross = self.cross_attn
+            x = self.cross_sub(
+                x, lambda h: cross(h, memory, mask=given.memory_mask, cache=cache.cross_kv if cache else None)
+            )
+        ffn = self.ffn
+        if isinstance(ffn, SeparableConv):  # the convolution reads neighbours: padding and cache matter
+            return self.ffn_sub(x, lambda h: ffn(h, given.pad, cache))
+        return self.ffn_sub(x, ffn)
 
-            def cross_attention(h: Tensor) -> Tensor:
-                out, w = cross(
-                    h, memory, mask=memory_mask, cache=cache.cross_kv if cache else None, need_weights=want
-                )
-                if record is not None and w is not None:
-                    record["cross"] = w
-                return out
 
-            x = self.cross_sub(x, cross_attention)
-        return self.ffn_sub(x, lambda h: self.ffn(h, pad, cache))
+@dataclass
+class LayerInputs:
+    """What one layer reads besides the states."""
+
+    mask: Tensor | None = None  # additive self-attention mask
+    memory: Tensor | None = None  # encoder states, for cross-attention
+    memory_mask: Tensor | None = None
+    pad: Tensor | None = None  # (batch, n) True at padding, for convolutional transitions
+    cache: LayerCache | None = None  # incremental decoding
+    score_mask: Tensor | None = None  # multiplicative self-attention mask (syntax)
+
+
+@dataclass
+class StackInputs:
+    """What a stack's layers read besides the states; each kind of stack takes what it needs."""
+
+    shared: LayerInputs  # the same for every layer (no cache or score mask)
+    offset: int = 0  # absolute position of the first state (incremental decoding)
+    score_masks: list[Tensor | None] | None = None  # per layer
+    layer_masks: list[Tensor | None] | None = None  # extra additive masks per layer (syntax)
+
+    def layer(self, i: int, caches: list[LayerCache] | None) -> LayerInputs:
+        """The inputs of layer (or recurrent step) i."""
+        mask = self.shared.mask
+        return replace(
+            self.shared,
+            mask=combine_masks(mask, self.layer_masks[i]) if self.layer_masks is not None else mask,
+            cache=caches[i] if caches is not None else None,
+            score_mask=self.score_masks[i] if self.score_masks is not None else None,
+        )
+
+
+@dataclass
+class StackOutput:
+    states: Tensor  # (batch, n, d)
+    ponder: Ponder | None = None  # ACT statistics of a Universal stack that halts adaptively
 
 
 class Stack(nn.Module):
@@ -171,28 +195,15 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        memory: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        caches: list[LayerCache] | None = None,
-        score_masks: list[Tensor | None] | None = None,
-        records: list[dict[str, Tensor]] | None = None,
-        pad: Tensor | None = None,
-        layer_masks: list[Tensor | None] | None = None,
-    ) -> Tensor:
-        """layer_masks: extra additive self-attention masks per layer (e.g. syntax)."""
+    @property
+    def depth(self) -> int:
+        """Layer applications per pass (what per-layer masks and caches are counted in)."""
+        return len(self.layers)
+
+    def new_cache(self) -> list[LayerCache]:
+        return [LayerCache() for _ in self.layers]
+
+    def forward(self, x: Tensor, inputs: StackInputs, caches: list[LayerCache] | None = None) -> StackOutput:
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x,
-                combine_masks(mask, layer_masks[i]) if layer_masks is not None else mask,
-                memory,
-                memory_mask,
-                cache=caches[i] if caches is not None else None,
-                score_mask=score_masks[i] if score_masks is not None else None,
-                record=records[i] if records is not None else None,
-                pad=pad,
-            )
-        return self.final_norm(x) if self.final_norm is not None else x
+            x = layer(x, inputs.layer(i, caches))
+        return StackOutput(self.final_norm(x) if self.final_norm is not None else x)

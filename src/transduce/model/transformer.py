@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from .attention import causal_mask, combine_masks, padding_mask
+from .attention import causal_mask, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
-from .layers import Stack, TransformerLayer
+from .layers import LayerInputs, Stack, StackInputs, StackOutput, TransformerLayer
+from .ponder import Ponder
 from .syntax import SyntaxMasks
-from .universal import UniversalStack, universal_cache
+from .universal import UniversalStack
+
+
+@dataclass
+class ModelOutput:
+    """A forward pass's logits and, for ACT stacks, their ponder statistics by side."""
+
+    logits: Tensor
+    ponder: dict[str, Ponder] = field(default_factory=dict)
+
+
+def _ponders(**sides: StackOutput | EncoderOutput) -> dict[str, Ponder]:
+    return {side: out.ponder for side, out in sides.items() if out.ponder is not None}
 
 
 @dataclass
@@ -22,6 +35,7 @@ class EncoderOutput:
 
     states: Tensor  # (batch, m, d)
     pad: Tensor  # (batch, m) bool, True at padding
+    ponder: Ponder | None = None  # ACT statistics of a Universal encoder
 
     @property
     def mask(self) -> Tensor:
@@ -47,19 +61,24 @@ class OutputProjection(nn.Module):
         return nn.functional.linear(x, self.weight, self.bias)
 
 
-def _universal_args(stack: nn.Module, offset: int) -> dict:
-    """Universal stacks add coordinates themselves, so they need the position offset."""
-    return {"offset": offset} if isinstance(stack, UniversalStack) else {}
+def _bidirectional(pad: Tensor) -> StackInputs:
+    """Encoder inputs: every real position sees every real position (padding keys masked);
+    a local window is applied by the attention module itself."""
+    return StackInputs(LayerInputs(padding_mask(pad), pad=pad))
 
 
-def _self_attention_mask(
-    pad: Tensor | None, q_len: int, k_len: int, offset: int, causal: bool, device: torch.device
-) -> Tensor | None:
-    """Key padding and causality; a local window is applied by the attention module itself."""
-    return combine_masks(
-        padding_mask(pad) if pad is not None else None,
-        causal_mask(q_len, k_len, offset, device) if causal and q_len > 1 else None,
-    )
+def _causal(
+    ids: Tensor, pad_id: int, cache: DecoderCache | None, memory: EncoderOutput | None
+) -> StackInputs:
+    """Decoder inputs for ids (batch, n) that follow the cache's positions: position i sees
+    positions <= i, and the memory when there is one."""
+    offset = cache.position if cache is not None else 0
+    n = ids.shape[1]
+    mask = causal_mask(n, offset + n, offset, ids.device) if n > 1 else None
+    shared = LayerInputs(mask, pad=ids.eq(pad_id))
+    if memory is not None:
+        shared.memory, shared.memory_mask = memory.states, memory.mask
+    return StackInputs(shared, offset)
 
 
 class EncoderDecoder(nn.Module):
@@ -81,75 +100,40 @@ class EncoderDecoder(nn.Module):
         self.pad_id, self.syntax = pad_id, syntax
 
     def encode(
-        self,
-        src: Tensor,
-        factors: Tensor | None = None,
-        syntax: Tensor | None = None,
-        records: list[dict[str, Tensor]] | None = None,
+        self, src: Tensor, factors: Tensor | None = None, syntax: Tensor | None = None
     ) -> EncoderOutput:
         """src: (batch, m) token ids; factors: (batch, k, m) tag ids of factored input;
         syntax: (batch, m, m) tree distances omega (or M itself for syntax_mask='given')."""
         pad = src.eq(self.pad_id)
-        mask = _self_attention_mask(pad, src.shape[1], src.shape[1], 0, False, src.device)
-        additive = multiplicative = None
+        inputs = _bidirectional(pad)
         if self.syntax is not None:
             if syntax is None:
                 raise ValueError("this model masks attention with source trees; give their distances (omega)")
-            additive, multiplicative = self.syntax.per_layer(syntax, len(self.encoder.layers))
-        states = self.encoder(
-            self.src_embed(src, factors=factors),
-            mask,
-            score_masks=multiplicative,
-            layer_masks=additive,
-            records=records,
-            pad=pad,
-            **_universal_args(self.encoder, 0),
-        )
-        return EncoderOutput(states, pad)
+            inputs.layer_masks, inputs.score_masks = self.syntax.per_layer(syntax, self.encoder.depth)
+        out = self.encoder(self.src_embed(src, factors=factors), inputs)
+        return EncoderOutput(out.states, pad, out.ponder)
 
-    def decode(
-        self,
-        tgt: Tensor,
-        memory: EncoderOutput,
-        cache: DecoderCache | None = None,
-        records: list[dict[str, Tensor]] | None = None,
-    ) -> Tensor:
-        """tgt: (batch, n) ids (only the new ones when a cache is given) -> (batch, n, vocab)."""
-        offset = cache.position if cache is not None else 0
-        n = tgt.shape[1]
-        mask = _self_attention_mask(None, n, offset + n, offset, True, tgt.device)
-        x = self.decoder(
-            self.tgt_embed(tgt, offset),
-            mask,
-            memory.states,
-            memory.mask,
-            caches=cache.layers if cache is not None else None,
-            records=records,
-            pad=tgt.eq(self.pad_id),
-            **_universal_args(self.decoder, offset),
-        )
+    def _decoder(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None) -> StackOutput:
+        inputs = _causal(tgt, self.pad_id, cache, memory)
+        out = self.decoder(self.tgt_embed(tgt, inputs.offset), inputs, cache.layers if cache else None)
         if cache is not None:
-            cache.advance(n)
-        return self.output(x)
+            cache.advance(tgt.shape[1])
+        return out
+
+    def decode(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None = None) -> Tensor:
+        """tgt: (batch, n) ids (only the new ones when a cache is given) -> (batch, n, vocab)."""
+        return self.output(self._decoder(tgt, memory, cache).states)
 
     def new_cache(self) -> DecoderCache:
-        if isinstance(self.decoder, UniversalStack):
-            return universal_cache(self.decoder)
-        return DecoderCache.empty(len(self.decoder.layers))
-
-    def auxiliary_loss(self, tau: float) -> Tensor | None:
-        """tau x the mean ACT ponder cost of the last forward pass, or None without ACT."""
-        costs = [
-            s.ponder_loss()
-            for s in (self.encoder, self.decoder)
-            if isinstance(s, UniversalStack) and s.halt is not None
-        ]
-        return tau * sum(costs) if costs else None
+        return DecoderCache(self.decoder.new_cache())
 
     def forward(
         self, src: Tensor, tgt: Tensor, factors: Tensor | None = None, syntax: Tensor | None = None
-    ) -> Tensor:
-        return self.decode(tgt, self.encode(src, factors, syntax))
+    ) -> ModelOutput:
+        """Teacher-forced logits (batch, n, vocab) with the ponder statistics of both sides."""
+        memory = self.encode(src, factors, syntax)
+        decoded = self._decoder(tgt, memory, None)
+        return ModelOutput(self.output(decoded.states), _ponders(encoder=memory, decoder=decoded))
 
 
 class LanguageModel(nn.Module):
@@ -159,22 +143,16 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.embed, self.decoder, self.output, self.pad_id = embed, decoder, output, pad_id
 
-    def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
-        offset = cache.position if cache is not None else 0
-        n = ids.shape[1]
-        mask = _self_attention_mask(None, n, offset + n, offset, True, ids.device)
-        x = self.decoder(
-            self.embed(ids, offset),
-            mask,
-            caches=cache.layers if cache is not None else None,
-            pad=ids.eq(self.pad_id),
-        )
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> ModelOutput:
+        """ids: (batch, n) (only the new ones when a cache is given) -> logits (batch, n, vocab)."""
+        inputs = _causal(ids, self.pad_id, cache, None)
+        out = self.decoder(self.embed(ids, inputs.offset), inputs, cache.layers if cache else None)
         if cache is not None:
-            cache.advance(n)
-        return self.output(x)
+            cache.advance(ids.shape[1])
+        return ModelOutput(self.output(out.states), _ponders(decoder=out))
 
     def new_cache(self) -> DecoderCache:
-        return DecoderCache.empty(len(self.decoder.layers))
+        return DecoderCache(self.decoder.new_cache())
 
 
 class EncoderClassifier(nn.Module):
@@ -193,15 +171,16 @@ class EncoderClassifier(nn.Module):
         self.head = nn.Linear(embed.tokens.embedding_dim, num_classes)
         self.per_token = per_token
 
-    def forward(self, ids: Tensor) -> Tensor:
+    def forward(self, ids: Tensor) -> ModelOutput:
+        """Logits (batch, len, classes) per token, or (batch, classes) per sequence."""
         pad = ids.eq(self.pad_id)
-        mask = _self_attention_mask(pad, ids.shape[1], ids.shape[1], 0, False, ids.device)
-        states = self.encoder(self.embed(ids), mask, pad=pad)
+        inputs = _bidirectional(pad)
+        out = self.encoder(self.embed(ids), inputs)
         if self.per_token:
-            return self.head(states)  # (batch, len, classes)
-        keep = (~pad).unsqueeze(-1).to(states.dtype)
-        pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
-        return self.head(pooled)  # (batch, classes)
+            return ModelOutput(self.head(out.states), _ponders(encoder=out))
+        keep = (~pad).unsqueeze(-1).to(out.states.dtype)
+        pooled = (out.states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        return ModelOutput(self.head(pooled), _ponders(encoder=out))
 
 
 def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:

@@ -15,28 +15,13 @@ each step's cache holds keys/values of every earlier position, exactly as a full
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
-from .attention import combine_masks
-from .cache import DecoderCache, LayerCache, StaticKV
+from .cache import LayerCache, StaticKV
 from .embeddings import SinusoidalPositions
-from .layers import TransformerLayer
-
-
-@dataclass
-class Ponder:
-    """Per-position ACT statistics of the last forward pass (padding positions are 0)."""
-
-    steps: Tensor  # (batch, n) steps taken
-    remainder: Tensor  # (batch, n)
-    weights: Tensor  # (steps, batch, n) halting weights per step
-
-    @property
-    def cost(self) -> Tensor:
-        return self.steps + self.remainder
+from .layers import StackInputs, StackOutput, TransformerLayer
+from .ponder import Ponder
 
 
 class UniversalStack(nn.Module):
@@ -61,33 +46,25 @@ class UniversalStack(nn.Module):
         if self.halt is not None:
             nn.init.zeros_(self.halt.weight)
             nn.init.constant_(self.halt.bias, 1.0)  # p ~ 0.73 at first: a few steps per position
-        self.last_ponder: Ponder | None = None
-        self.last_pad: Tensor | None = None
 
     @property
-    def layers(self) -> list[TransformerLayer]:
-        """One entry per step (the same module), so caches and inspection see T layers."""
-        return [self.layer] * self.steps
+    def depth(self) -> int:
+        """Layer applications per pass: one per step (what per-step masks and caches count)."""
+        return self.steps
+
+    def new_cache(self) -> list[LayerCache]:
+        """One cache per step; the steps share cross-attention K/V (same layer, same memory)."""
+        cross = StaticKV()
+        return [LayerCache(cross_kv=cross) for _ in range(self.steps)]
 
     def coordinates(self, length: int, offset: int, step: int) -> Tensor:
         pos = self.positions(length, offset)
         return pos + self.positions(1, step)  # (length, d): PE(pos) + PE(step)
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        memory: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        caches: list[LayerCache] | None = None,
-        score_masks: list[Tensor | None] | None = None,
-        records: list[dict[str, Tensor]] | None = None,
-        pad: Tensor | None = None,
-        offset: int = 0,
-        layer_masks: list[Tensor | None] | None = None,
-    ) -> Tensor:
-        """x: (batch, n, d) token embeddings; pad: (batch, n) True at padding."""
+    def forward(self, x: Tensor, inputs: StackInputs, caches: list[LayerCache] | None = None) -> StackOutput:
+        """x: (batch, n, d) token embeddings, the first at absolute position inputs.offset."""
         batch, n, _ = x.shape
+        pad = inputs.shared.pad
         running = torch.ones(batch, n, dtype=torch.bool, device=x.device) if pad is None else ~pad
         real = running.clone()
         accumulated = torch.zeros(batch, n, device=x.device)
@@ -97,16 +74,8 @@ class UniversalStack(nn.Module):
         weights = []
         state = x
         for t in range(self.steps):
-            new = self.layer(
-                state + self.coordinates(n, offset, t + 1).to(x.dtype),
-                combine_masks(mask, layer_masks[t]) if layer_masks is not None else mask,
-                memory,
-                memory_mask,
-                cache=caches[t] if caches is not None else None,
-                score_mask=score_masks[t] if score_masks is not None else None,
-                record=records[t] if records is not None else None,
-                pad=pad,
-            )
+            coordinates = self.coordinates(n, inputs.offset, t + 1).to(x.dtype)
+            new = self.layer(state + coordinates, inputs.layer(t, caches))
             if self.halt is None:
                 state = new
                 continue
@@ -122,34 +91,8 @@ class UniversalStack(nn.Module):
             weights.append(w)
             if not running.any() and caches is None:
                 break  # a cached decoder keeps stepping: later positions need every step's K/V
+        ponder = None
         if self.halt is not None:
             state = torch.where(real.unsqueeze(-1), output, state)
-            self.last_ponder = Ponder(taken, remainder, torch.stack(weights))
-            self.last_pad = pad
-        return self.final_norm(state) if self.final_norm is not None else state
-
-    def real_positions(self, values: Tensor) -> Tensor:
-        """The entries of a (batch, n) tensor of the last pass at its non-padding positions."""
-        return values[~self.last_pad] if self.last_pad is not None else values.flatten()
-
-    def ponder_loss(self) -> Tensor:
-        """Mean ponder cost (steps + remainder) over the real positions of the last pass."""
-        if self.last_ponder is None:
-            return torch.zeros(())
-        return self.real_positions(self.last_ponder.cost).mean()
-
-
-def universal_cache(stack: UniversalStack) -> DecoderCache:
-    """One cache per step; the steps share cross-attention K/V (same layer, same memory)."""
-    cross = StaticKV()
-    return DecoderCache([LayerCache(cross_kv=cross) for _ in range(stack.steps)])
-
-
-def ponder_steps(model: nn.Module) -> dict[str, Tensor]:
-    """Steps taken per real position in the last pass, for each ACT stack of `model`."""
-    out = {}
-    for side in ("encoder", "decoder"):
-        stack = getattr(model, side, None)
-        if isinstance(stack, UniversalStack) and stack.last_ponder is not None:
-            out[side] = stack.real_positions(stack.last_ponder.steps)
-    return out
+            ponder = Ponder(taken, remainder, torch.stack(weights), pad)
+        return StackOutput(self.final_norm(state) if self.final_norm is not None else state, ponder)

@@ -29,7 +29,7 @@ from ..data.meta import DataFacts
 from ..data.vocab import PAD
 from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
 from ..metrics import perplexity
-from ..model.universal import ponder_steps
+from ..model.ponder import ponder_loss
 from ..store.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -214,16 +214,12 @@ class Trainer:
             ctx = contextlib.nullcontext() if sync else self.net.no_sync()  # type: ignore[operator]
             with ctx:
                 with self._autocast():
-                    logits = self.net(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
+                    out = self.net(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
                     loss, nll = label_smoothed_loss(
-                        logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
+                        out.logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
                     )
                 objective = loss * (self.env.world / total)
-                ponder = (
-                    self.model.auxiliary_loss(self.cfg.model.act_tau)
-                    if hasattr(self.model, "auxiliary_loss")
-                    else None
-                )
+                ponder = ponder_loss(out.ponder, self.cfg.model.act_tau)
                 if ponder is not None:  # ACT's ponder cost, averaged over the step's batches
                     objective = objective + ponder / len(batches)
                 self.scaler.scale(objective).backward()
@@ -255,13 +251,13 @@ class Trainer:
         steps: dict[str, list[Tensor]] = {}
         for idx in batches:
             b = collate(split, idx)
-            logits = self.model(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
+            out = self.model(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
             loss, nll = label_smoothed_loss(
-                logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
+                out.logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
             )
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + b.target_tokens
-            for side, s in ponder_steps(self.model).items():
-                steps.setdefault(side, []).append(s)
+            for side, p in out.ponder.items():
+                steps.setdefault(side, []).append(p.real(p.steps))
         self.model.train()
         ponder = {}
         for side, parts in steps.items():
