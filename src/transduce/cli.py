@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -80,17 +79,15 @@ def inspect(
     tgt_len: Annotated[int, typer.Option(help="Target length n used for the time column.")] = 32,
 ) -> None:
     """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
-    from .cost import cost_table, embedding_params, flops_per_token
-    from .model import build_model
+    from .cost import model_cost
     from .store.load import resolve_model_source
 
     try:
         cfg, src_v, tgt_v = resolve_model_source(source, overrides or [], src_vocab, tgt_vocab)
-        model = build_model(cfg.model, src_v, tgt_v)
+        cost = model_cost(cfg.model, src_v, tgt_v, src_len, tgt_len)
     except (ConfigError, ValueError) as exc:
         fail(str(exc))
         return
-    rows = cost_table(cfg.model, src_len, tgt_len, model)
     table = Table(
         caption="params per application: Table 1 formula and measured (with biases); "
         "mults per application over the whole sequence",
@@ -99,15 +96,13 @@ def inspect(
     )
     for col in ("side", "sub-model", "x", "Table 1", "measured", "mults"):
         table.add_column(col, justify="left" if col in ("side", "sub-model") else "right", no_wrap=True)
-    for r in rows:
+    for r in cost.rows:
         table.add_row(
             r.side, r.module, str(r.times), f"{r.params_formula:,}", f"{r.params_measured:,}", f"{r.mults:,}"
         )
-    emb = embedding_params(model)
-    table.add_row("-", "embeddings, output, rest", "1", "-", f"{emb:,}", "-")
+    table.add_row("-", "embeddings, output, rest", "1", "-", f"{cost.embedding_params:,}", "-")
     stdout.print(table)
-    total = sum(p.numel() for p in model.parameters())
-    fwd = flops_per_token(cfg.model, tgt_v, src_len, tgt_len)
+    total, fwd = cost.total_params, cost.forward_flops
     stdout.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
     stdout.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
 
@@ -181,10 +176,8 @@ def prepare(
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
     (a file, a foreign or non-empty directory, a link) needs --force, and an -o that contains or
     lies inside an input file is always refused."""
-    from .config import load_config
     from .data.corpus import CorpusError
-    from .data.dataset import prepare_task
-    from .data.prepare import PrepareOptions, prepare_parse, prepare_text
+    from .data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
     from .data.source import SourceFormat
     from .fileio import OutputError
 
@@ -200,8 +193,7 @@ def prepare(
                 console.print(f"{name}: {r['trees']} trees; skipped {r['skipped_too_long']} too long")
             return
         if task is not None:
-            cfg = load_config("small", [f"data.task={task}", *(overrides or [])])
-            dataset = prepare_task(cfg.data, out, force=force)
+            dataset = prepare_generated(task, overrides or [], out, force=force)
             console.print(
                 f"{task}: "
                 + ", ".join(f"{k} {v}" for k, v in dataset.meta.sizes.items())
@@ -217,7 +209,7 @@ def prepare(
             vocab_size,
             not separate_vocab,
             max_len,
-            _ratio(max_ratio, source_format),
+            ratio_limit(max_ratio, source_format),
             empty,
             tabs,
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
@@ -242,15 +234,6 @@ def prepare(
     console.print(f"dataset written to {out}")
 
 
-def _ratio(given: float | None, source_format: str) -> float | None:
-    """--max-ratio as prepare takes it: None for off."""
-    if given is None:
-        return None if source_format == "tree" else 3.0
-    if given < 0:
-        fail(f"--max-ratio must be >= 0 (0 = off), not {given}")
-    return given or None
-
-
 @app.command()
 def train(
     config: Annotated[str, typer.Argument(help="A preset or a TOML/YAML config file.")],
@@ -267,17 +250,15 @@ def train(
     from .config import load_config
     from .data.dataset import DatasetError
     from .fileio import OutputError
-    from .train.build import setup_distributed
+    from .train.build import run_directory, setup_distributed
     from .train.trainer import Trainer, TrainingError
 
     try:
         cfg = load_config(config, overrides or [])
-    except ConfigError as exc:
+        run = run_directory(config, run_dir, resume)
+    except (ConfigError, OutputError) as exc:
         fail(str(exc))
         return
-    run = run_dir or Path("runs") / Path(config).stem
-    if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
-        fail(f"{run} already holds checkpoints; use --resume or another --run-dir")
     env = setup_distributed()
     try:
         trainer = Trainer(cfg, run, env, show_progress=progress)
@@ -320,10 +301,9 @@ def average(
 
     The checkpoints must share architecture and vocabularies. The output records which
     checkpoints (and steps) it averages; an existing -o is replaced only if `average` wrote it."""
-    from .fileio import OutputError, check_output_dir
-    from .store.average import average_checkpoints, last_checkpoints
+    from .fileio import OutputError
+    from .store.average import last_checkpoints, write_average
     from .store.checkpoint import CheckpointError
-    from .store.load import write_model_checkpoint
 
     try:
         if last is not None:
@@ -338,9 +318,7 @@ def average(
                 )
         else:
             paths = list(checkpoints or [])
-        check_output_dir(out, "average", paths, force)
-        averaged = average_checkpoints(paths)
-        write_model_checkpoint(out, averaged, "average", tuple(paths), force)
+        averaged = write_average(paths, out, force)
     except (CheckpointError, OutputError) as exc:
         fail(str(exc))
     steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
@@ -349,12 +327,10 @@ def average(
 
 def _read_input(path: Path | None) -> list[str]:
     """Lines of a file, or of stdin; invalid UTF-8 is an error naming the line."""
-    import sys
-
-    from .data.corpus import CorpusError, decode_lines, read_lines
+    from .data.corpus import CorpusError, read_input
 
     try:
-        return read_lines(path) if path is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
+        return read_input(path)
     except CorpusError as exc:
         fail(str(exc))
 
@@ -392,17 +368,13 @@ Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch (>= 1
 def _load(checkpoint: Path, quantize: str | None = None, threads: int | None = None) -> LoadedModel:
     """The model behind a checkpoint or run directory (prepared for decoding when `quantize` is
     given), or a clear error and exit status 2."""
-    import torch
-
     from .store.checkpoint import CheckpointError
     from .store.load import load_for_decoding, load_model
 
-    if threads is not None:
-        if threads < 1:
-            fail(f"--threads must be a positive integer, not {threads}")
-        torch.set_num_threads(threads)
     try:
-        return load_model(checkpoint) if quantize is None else load_for_decoding(checkpoint, quantize)
+        if quantize is None:
+            return load_model(checkpoint)
+        return load_for_decoding(checkpoint, quantize, threads)
     except (CheckpointError, ValueError) as exc:
         fail(str(exc))
 
@@ -463,7 +435,7 @@ def translate(
     models) or word|tag tokens (factored models). Parsing models print bracketed trees."""
     from rich.progress import Progress
 
-    from .decode.pipeline import translate_lines
+    from .decode.pipeline import output_rows, translate_lines
 
     _check_output(output)
     loaded = _load(checkpoint, quantize, threads)
@@ -488,11 +460,7 @@ def translate(
             fail(str(exc))
     if encoded.truncated:
         console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
-    if opts.nbest > 1 and not greedy:
-        rows = [f"{n} ||| {o.text} ||| {o.score:.4f}" for n, found in enumerate(outputs) for o in found]
-    else:
-        rows = [found[0].text for found in outputs]
-    _write_output(output, rows)
+    _write_output(output, output_rows(outputs, nbest=opts.nbest > 1 and not greedy))
 
 
 @app.command()
@@ -812,17 +780,11 @@ def serve(
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
-    from .serve import Limits, api_key_from_env, create_app, is_loopback
+    from .serve import Limits, Listen, create_app, is_loopback, run_server, server_api_key
 
-    key = api_key if api_key is not None else api_key_from_env()
-    if key == "":
-        source = "--api-key" if api_key is not None else "TRANSDUCE_API_KEY"
-        fail(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
-    if not 0 <= port <= 65535:
-        fail(f"--port must be in 0..65535, not {port}")
-    if not (math.isfinite(graceful_seconds) and graceful_seconds >= 0):
-        fail(f"--graceful-seconds must be a number >= 0, not {graceful_seconds}")
     try:
+        key = server_api_key(api_key)
+        listen = Listen(host, port, graceful_seconds)
         limits = Limits(
             max_segments=max_segments,
             max_chars=max_chars,
@@ -836,8 +798,6 @@ def serve(
         )
     except ValueError as exc:
         fail(str(exc))
-    import uvicorn
-
     if not is_loopback(host) and key is None:
         console.print(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
@@ -848,9 +808,7 @@ def serve(
         application = create_app(loaded, limits, key)
     except ValueError as exc:
         fail(str(exc))
-    uvicorn.run(
-        application, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds
-    )
+    run_server(application, listen)
 
 
 def main() -> None:
