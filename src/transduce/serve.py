@@ -21,9 +21,9 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +94,11 @@ class Limits:
     request_timeout: float = 60.0
     max_wait_ms: float = 10.0
     batching: bool = True
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Limits:
+        """The limits from a `serve` command's parsed options, each the option of its name."""
+        return cls(**{f.name: options[f.name] for f in fields(cls)})
 
     def __post_init__(self) -> None:
         """Refuse limits that would fail every request or bound nothing (`--max-segments -1`
