@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from .config import ModelConfig
+from .model import build_model
 from .model.layers import TransformerLayer
 
 
@@ -118,3 +119,24 @@ def flops_per_token(
     mults += output_mults(cfg, vocab, tgt_len)
     tokens = tgt_len if cfg.kind != "encoder" else src_len
     return (6.0 if training else 2.0) * mults / tokens
+
+
+@dataclass
+class CostReport:
+    """What `transduce inspect` prints: Table 1 rows (measured counts filled), the totals."""
+
+    rows: list[CostRow]
+    embedding_params: int  # outside the layer stacks (see embedding_params)
+    total_params: int
+    forward_flops: float  # per target token
+
+
+def model_cost(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, src_len: int, tgt_len: int) -> CostReport:
+    """Build the model `cfg` describes and account for it, for m = `src_len` and n = `tgt_len`."""
+    model = build_model(cfg, src_vocab, tgt_vocab)
+    return CostReport(
+        cost_table(cfg, src_len, tgt_len, model),
+        embedding_params(model),
+        _numel(model),
+        flops_per_token(cfg, tgt_vocab, src_len, tgt_len),
+    )

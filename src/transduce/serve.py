@@ -21,9 +21,9 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +94,11 @@ class Limits:
     request_timeout: float = 60.0
     max_wait_ms: float = 10.0
     batching: bool = True
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Limits:
+        """The limits from a `serve` command's parsed options, each the option of its name."""
+        return cls(**{f.name: options[f.name] for f in fields(cls)})
 
     def __post_init__(self) -> None:
         """Refuse limits that would fail every request or bound nothing (`--max-segments -1`
@@ -559,3 +564,43 @@ def api_key_from_env() -> str | None:
     """$TRANSDUCE_API_KEY as set: an empty value is returned as "" so the caller can refuse it
     instead of silently serving without a key."""
     return os.environ.get("TRANSDUCE_API_KEY")
+
+
+def server_api_key(given: str | None) -> str | None:
+    """The X-API-Key to require: `given` (--api-key), else $TRANSDUCE_API_KEY, else None (no
+    key). An empty key is a ValueError: it would look like protection and be none."""
+    key = given if given is not None else api_key_from_env()
+    if key == "":
+        source = "--api-key" if given is not None else "TRANSDUCE_API_KEY"
+        raise ValueError(f"{source} is empty; give a non-empty key, or leave it out to serve without one")
+    return key
+
+
+@dataclass
+class Listen:
+    """Where the server listens and how long in-flight requests may finish on SIGINT/SIGTERM;
+    each is the `serve` option of the same name."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    graceful_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--port must be in 0..65535, not {self.port}")
+        if not (math.isfinite(self.graceful_seconds) and self.graceful_seconds >= 0):
+            raise ValueError(f"--graceful-seconds must be a number >= 0, not {self.graceful_seconds}")
+
+
+def run_server(app: FastAPI, listen: Listen) -> None:
+    """Serve `app` with uvicorn until SIGINT/SIGTERM, then give in-flight requests
+    `graceful_seconds` to finish."""
+    import uvicorn
+
+    uvicorn.run(
+        app,
+        host=listen.host,
+        port=listen.port,
+        log_level="info",
+        timeout_graceful_shutdown=listen.graceful_seconds,
+    )

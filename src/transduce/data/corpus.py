@@ -14,6 +14,7 @@ Rules (documented in the README):
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,11 @@ def decode_lines(data: bytes, name: str) -> list[str]:
                 f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
             ) from None
     return lines
+
+
+def read_input(path: Path | None) -> list[str]:
+    """Lines of a file, or of standard input when `path` is None, decoded as `read_lines` does."""
+    return read_lines(path) if path is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
 
 
 def _clean(line: str, path: Path, number: int, tabs: str, stats: ReadStats) -> str:

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
+from ..config import load_config
 from ..fileio import check_output_dir
 from .corpus import CorpusError, ReadStats, read_parallel
-from .dataset import Split, content_hash, is_up_to_date, write_dataset
+from .dataset import Dataset, Split, content_hash, is_up_to_date, prepare_task, write_dataset
 from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
 from .trees import linearise, read_treebank
 from .vocab import SentencePieceVocab, SymbolVocab
@@ -46,6 +47,23 @@ class PrepareOptions:
         ):
             if getattr(self, name) not in allowed:
                 raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")
+
+
+def ratio_limit(given: float | None, source_format: str) -> float | None:
+    """The length-ratio filter for `--max-ratio` as given (None: not given, 0: off): 3 by
+    default, off for tree sources, whose bracket tokens make them several times longer."""
+    if given is None:
+        return None if source_format == "tree" else 3.0
+    if given < 0:
+        raise CorpusError(f"--max-ratio must be >= 0 (0 = off), not {given}")
+    return given or None
+
+
+def prepare_generated(task: str, overrides: list[str], out: Path, force: bool = False) -> Dataset:
+    """Write a generated task as a dataset: the `small` preset's data settings, `data.task` =
+    `task`, then the data.* `overrides` (`prepare --task NAME --set ...`)."""
+    cfg = load_config("small", [f"data.task={task}", *overrides])
+    return prepare_task(cfg.data, out, force=force)
 
 
 def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:

@@ -4,6 +4,7 @@ Three steps, each usable alone (the server schedules the middle one itself):
 `encode_lines` reads lines in the model's input format and truncates over-long ones,
 `decode_all` searches, and `render` turns output ids into text (bracketed trees for parsers).
 `decode_options` overlays the caller's search settings on the checkpoint's, validated once.
+`output_rows` lays the outputs out as `translate` writes them (best only, or n-best rows).
 """
 
 from __future__ import annotations
@@ -93,6 +94,14 @@ def render(loaded: LoadedModel, lines: list[str], results: list[list[Hypothesis]
         [Output(text(n, h.tokens), h.score) for h in hyps] or [Output("", 0.0)]
         for n, hyps in enumerate(results)
     ]
+
+
+def output_rows(outputs: list[list[Output]], nbest: bool = False) -> list[str]:
+    """The text `translate` writes, one row per line: the best output, or with `nbest` every
+    output as 'line ||| text ||| score' (lines numbered from 0)."""
+    if nbest:
+        return [f"{n} ||| {o.text} ||| {o.score:.4f}" for n, found in enumerate(outputs) for o in found]
+    return [found[0].text for found in outputs]
 
 
 def translate_lines(

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import torch
 
+from ..fileio import check_output_dir
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, step_checkpoints, vocab_digest
+from .load import write_model_checkpoint
 from .meta import Averaged
 
 
@@ -52,3 +54,13 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
     what = [Averaged(checkpoint=Path(p).name, step=s) for p, s in zip(paths, steps, strict=True)]
     meta = first.meta.model_copy(update={"step": max(steps), "metrics": {}, "averaged_from": what})
     return Checkpoint(first.path, first.config, meta, averaged)
+
+
+def write_average(paths: list[Path], out: Path, force: bool = False) -> Checkpoint:
+    """Average `paths` into the checkpoint directory `out` and return the average. `out` is
+    checked before anything is loaded (fileio.check_output_dir: only an earlier `average`
+    output is replaced without `force`, never one of the inputs)."""
+    check_output_dir(out, "average", paths, force)
+    averaged = average_checkpoints(paths)
+    write_model_checkpoint(out, averaged, "average", tuple(paths), force)
+    return averaged

@@ -97,12 +97,17 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
 QUANTIZE = ("none", "int8")
 
 
-def load_for_decoding(path: Path, quantize: str = "none") -> LoadedModel:
+def load_for_decoding(path: Path, quantize: str = "none", threads: int | None = None) -> LoadedModel:
     """`load_model`, then int8 dynamic quantisation, or (float32) weights pre-packed for the CPU
-    kernels; a copy of the model is made either way, the loaded weights stay untouched."""
+    kernels; a copy of the model is made either way, the loaded weights stay untouched.
+    `threads`: PyTorch's CPU threads for this process (default: its own choice)."""
     from ..model.packed import pack_for_cpu
     from ..model.quantize import quantize_int8
 
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be a positive integer, not {threads}")
+        torch.set_num_threads(threads)
     if quantize not in QUANTIZE:
         raise ValueError(f"--quantize {quantize!r}: allowed: {', '.join(QUANTIZE)}")
     loaded = load_model(path)

@@ -18,6 +18,7 @@ from ..config import Config, ConfigError, check_positions
 from ..data.batching import BatchSampler, padded_lengths
 from ..data.dataset import Dataset, DatasetError, prepare_task
 from ..data.vocab import PAD
+from ..fileio import OutputError
 from ..model import build_model
 from .log import Throughput
 from .schedule import inverse_sqrt_lr
@@ -44,6 +45,15 @@ def setup_distributed() -> Distributed:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return Distributed(int(os.environ.get("RANK", "0")), world)
+
+
+def run_directory(config: str, given: Path | None, resume: bool) -> Path:
+    """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
+    (not `resume`) where checkpoints already are is an OutputError: they would be mixed."""
+    run = given or Path("runs") / Path(config).stem
+    if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
+        raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
+    return run
 
 
 def load_data(cfg: Config, run_dir: Path, env: Distributed) -> Dataset:

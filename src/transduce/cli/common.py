@@ -1,0 +1,102 @@
+"""What the commands share: the typer app, the two consoles, the one-line error exit, loading
+a model for a command, and the options several commands take, each defined once here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from ..store.load import LoadedModel
+
+app = typer.Typer(
+    help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)  # messages, progress and errors
+stdout = Console()  # results
+
+
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        stdout.print(f"transduce {version('transduce')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _group(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Train, decode, evaluate and inspect Transformer sequence-to-sequence models."""
+
+
+def fail(message: str) -> NoReturn:
+    """Print a clear error and exit with status 2 (no traceback for user errors)."""
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def user_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """End the command with `fail` on an exception of these kinds raised in the block: the
+    library's errors for bad input carry a one-line message naming the file, line or option."""
+    try:
+        yield
+    except kinds as exc:
+        fail(str(exc))
+
+
+def loaded_model(checkpoint: Path, quantize: str | None = None, threads: int | None = None) -> LoadedModel:
+    """The model behind a checkpoint or run directory (prepared for decoding when `quantize` is
+    given), or a clear error and exit status 2."""
+    from ..store.checkpoint import CheckpointError
+    from ..store.load import load_for_decoding, load_model
+
+    with user_errors(CheckpointError, ValueError):
+        if quantize is None:
+            return load_model(checkpoint)
+        return load_for_decoding(checkpoint, quantize, threads)
+
+
+def out_option(contents: str) -> Any:
+    """The -o/--out option of a command that writes a directory; `contents` is its help."""
+    return typer.Option("--out", "-o", help=contents)
+
+
+# Arguments and options that several commands take, with one help text each.
+Checkpoint = Annotated[
+    Path, typer.Argument(help="A checkpoint directory, or a run directory (its best checkpoint).")
+]
+Overrides = Annotated[
+    list[str] | None,
+    typer.Argument(help="Dotted config overrides, e.g. model.d_model=256 train.steps=2000."),
+]
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace -o even if it is a file, a link or a directory this command did not write.",
+    ),
+]
+Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch (>= 1).")]
+Quantize = Annotated[
+    str,
+    typer.Option(
+        help="none (float32; on CPU with weights pre-packed for oneDNN), or int8: dynamic int8 "
+        "quantisation of the linear layers (CPU decoding)."
+    ),
+]
+Beam = Annotated[int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")]
+Alpha = Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")]
+Greedy = Annotated[bool, typer.Option(help="Greedy search instead of beam search.")]

@@ -1,0 +1,74 @@
+"""Other toolkits' models: `import marian` into a transduce checkpoint, `export` out of one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import Checkpoint, Force, app, console, fail, out_option, user_errors
+
+import_app = typer.Typer(
+    help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("marian")
+def import_marian_cmd(
+    hf_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A Hugging Face MarianMTModel directory (config.json, "
+            "model.safetensors, source.spm, target.spm, vocab.json)."
+        ),
+    ],
+    out: Annotated[Path, out_option("Checkpoint directory to write.")] = Path("imported"),
+    force: Force = False,
+) -> None:
+    """Import a MarianMTModel (e.g. an OPUS-MT model) as a transduce checkpoint.
+
+    An existing -o is replaced only if `import marian` wrote it (else --force)."""
+    from ..fileio import OutputError
+    from ..interop.marian import MarianError, import_marian
+
+    with user_errors(MarianError, OutputError):
+        cfg = import_marian(hf_dir, out, force)
+    console.print(
+        f"imported {hf_dir} ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "
+        f"d={cfg.model.d_model}) into {out}"
+    )
+
+
+@app.command("export")
+def export_cmd(
+    checkpoint: Checkpoint,
+    format: Annotated[
+        str,
+        typer.Option(help="marian (a Hugging Face MarianMTModel directory) or ctranslate2."),
+    ] = "marian",
+    out: Annotated[Path, out_option("Directory to write.")] = Path("exported"),
+    quantization: Annotated[
+        str, typer.Option(help="ctranslate2 weights: float32, int8, int8_float32, int16, float16, ...")
+    ] = "float32",
+    force: Force = False,
+) -> None:
+    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout).
+
+    An existing -o is replaced only if `export` wrote it (else --force)."""
+    from ..fileio import OutputError
+    from ..interop.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+    from ..interop.marian import MarianError, export_marian
+    from ..store.checkpoint import CheckpointError
+
+    if format not in ("marian", "ctranslate2"):
+        fail(f"--format {format!r}: allowed: marian, ctranslate2")
+    if quantization not in QUANTIZATIONS:
+        fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
+    with user_errors(MarianError, CheckpointError, OutputError):
+        if format == "marian":
+            export_marian(checkpoint, out, force)
+        else:
+            export_ctranslate2(checkpoint, out, quantization, force)
+    console.print(f"exported {checkpoint} to {out} ({format})")

@@ -1,0 +1,177 @@
+"""Before training: `prepare` a dataset, `inspect` what a model costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..config import ConfigError
+from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
+
+
+@app.command()
+def inspect(
+    source: Annotated[
+        str,
+        typer.Argument(help="A preset (small, base, big, parse), a config file, or a checkpoint directory."),
+    ],
+    overrides: Overrides = None,
+    src_vocab: Annotated[int, typer.Option(help="Source vocabulary size (ignored for checkpoints).")] = 37000,
+    tgt_vocab: Annotated[
+        int | None, typer.Option(help="Target vocabulary size; default: the source's (shared).")
+    ] = None,
+    src_len: Annotated[int, typer.Option(help="Source length m used for the time column.")] = 32,
+    tgt_len: Annotated[int, typer.Option(help="Target length n used for the time column.")] = 32,
+) -> None:
+    """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
+    from ..cost import model_cost
+    from ..store.load import resolve_model_source
+
+    with user_errors(ConfigError, ValueError):
+        cfg, src_v, tgt_v = resolve_model_source(source, overrides or [], src_vocab, tgt_vocab)
+        cost = model_cost(cfg.model, src_v, tgt_v, src_len, tgt_len)
+    table = Table(
+        caption="params per application: Table 1 formula and measured (with biases); "
+        "mults per application over the whole sequence",
+        title=f"{source}: d={cfg.model.d_model} h={cfg.model.heads} d_ff={cfg.model.d_ff} "
+        f"vocab={src_v}/{tgt_v} m={src_len} n={tgt_len}",
+    )
+    for col in ("side", "sub-model", "x", "Table 1", "measured", "mults"):
+        table.add_column(col, justify="left" if col in ("side", "sub-model") else "right", no_wrap=True)
+    for r in cost.rows:
+        table.add_row(
+            r.side, r.module, str(r.times), f"{r.params_formula:,}", f"{r.params_measured:,}", f"{r.mults:,}"
+        )
+    table.add_row("-", "embeddings, output, rest", "1", "-", f"{cost.embedding_params:,}", "-")
+    stdout.print(table)
+    total, fwd = cost.total_params, cost.forward_flops
+    stdout.print(f"total parameters: {total:,} ({total / 1e6:.2f}M)")
+    stdout.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
+
+
+@app.command()
+def prepare(
+    data_dir: Annotated[
+        Path | None, typer.Argument(help="Folder with train.SRC/train.TGT, dev.* and optional test.* files.")
+    ] = None,
+    out: Annotated[Path, out_option("Dataset directory to write.")] = Path("data/prepared"),
+    src: Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")] = "src",
+    tgt: Annotated[str, typer.Option(help="Target file suffix, e.g. en.")] = "tgt",
+    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size (the paper: 37000 shared).")] = 37000,
+    separate_vocab: Annotated[
+        bool, typer.Option(help="Learn separate source and target vocabularies.")
+    ] = False,
+    max_len: Annotated[
+        int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
+    ] = 256,
+    max_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Drop training pairs whose length ratio exceeds this (0 = off); "
+            "default 3, off for --source-format tree "
+            "(bracket tokens make tree sources several times longer)."
+        ),
+    ] = None,
+    empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
+    tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
+    control: Annotated[
+        str, typer.Option(help="Pairs with control characters: skip (counted, first one shown) or reject.")
+    ] = "skip",
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead of text files, generate a task (copy, reverse, addition, lte), or 'parse': "
+            "DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
+        ),
+    ] = None,
+    trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
+    source_format: Annotated[
+        str,
+        typer.Option(
+            help="text, or tree: source lines are bracketed trees, linearised for the encoder "
+            "(tree-to-string)."
+        ),
+    ] = "text",
+    tree_tags: Annotated[
+        bool, typer.Option(help="With --source-format tree: keep POS tags in the linearised source.")
+    ] = True,
+    factors: Annotated[
+        int,
+        typer.Option(help="Source tokens are word|tag1|...|tagN with this many tags (factored input)."),
+    ] = 0,
+    factor_sep: Annotated[str, typer.Option(help="Separator between a word and its tags.")] = "|",
+    source_trees: Annotated[
+        str | None,
+        typer.Option(
+            help="Syntax trees for syntax-aware attention: "
+            "'tree' reads {split}.SRC.tree (bracketed, one per line), "
+            "'conllu' reads {split}.SRC.conllu (dependency heads).",
+        ),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
+    ] = None,
+    force: Force = False,
+) -> None:
+    """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
+
+    -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
+    (a file, a foreign or non-empty directory, a link) needs --force, and an -o that contains or
+    lies inside an input file is always refused."""
+    from ..data.corpus import CorpusError
+    from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
+    from ..data.source import SourceFormat
+    from ..fileio import OutputError
+
+    try:
+        if task == "parse":
+            if data_dir is None:
+                fail("--task parse needs a DATA_DIR with train/dev treebank files")
+            report = prepare_parse(data_dir, out, trees, max_len, force=force)
+            if report["up_to_date"]:
+                console.print(f"{out} is up to date with its inputs; nothing to do")
+            for name, r in report.get("splits", {}).items():
+                console.print(f"{name}: {r['trees']} trees; skipped {r['skipped_too_long']} too long")
+            return
+        if task is not None:
+            dataset = prepare_generated(task, overrides or [], out, force=force)
+            console.print(
+                f"{task}: "
+                + ", ".join(f"{k} {v}" for k, v in dataset.meta.sizes.items())
+                + f" examples in {out}"
+            )
+            return
+        if data_dir is None:
+            fail("give a DATA_DIR with parallel text files, or --task NAME")
+        opts = PrepareOptions(
+            src,
+            tgt,
+            vocab_size,
+            not separate_vocab,
+            max_len,
+            ratio_limit(max_ratio, source_format),
+            empty,
+            tabs,
+            SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
+            control=control,
+        )
+        report = prepare_text(data_dir, out, opts, force=force)
+    except (CorpusError, ConfigError, OutputError, ValueError) as exc:
+        fail(str(exc))
+    except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    if report["up_to_date"]:
+        console.print(f"{out} is up to date with its inputs; nothing to do")
+        return
+    for name, r in report["splits"].items():
+        console.print(
+            f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
+            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
+            f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
+            + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
+        )
+    console.print(f"dataset written to {out}")

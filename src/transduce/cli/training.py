@@ -1,0 +1,96 @@
+"""Training: `train` a model, `average` its last checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from ..config import ConfigError
+from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
+
+if TYPE_CHECKING:
+    from ..train.trainer import Trainer
+
+
+@app.command()
+def train(
+    config: Annotated[str, typer.Argument(help="A preset or a TOML/YAML config file.")],
+    overrides: Overrides = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Where checkpoints and logs go; default runs/<config name>.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from the newest intact checkpoint in the run directory.")
+    ] = True,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes."""
+    from ..config import load_config
+    from ..data.dataset import DatasetError
+    from ..fileio import OutputError
+    from ..train.build import run_directory, setup_distributed
+    from ..train.trainer import Trainer, TrainingError
+
+    with user_errors(ConfigError, OutputError):
+        cfg = load_config(config, overrides or [])
+        run = run_directory(config, run_dir, resume)
+    env = setup_distributed()
+    with user_errors(ConfigError, DatasetError, TrainingError, OutputError):
+        trainer = Trainer(cfg, run, env, show_progress=progress)
+        metrics = trainer.fit(resume=resume)
+    if env.main:
+        show_samples(trainer)
+        console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
+        if metrics:
+            console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+
+def show_samples(trainer: Trainer, count: int = 5) -> None:
+    """Print a few dev examples with the model's greedy output."""
+    table = Table(title="dev samples (greedy)")
+    for col in ("source", "reference", "output", "ok"):
+        table.add_column(col)
+    for source, reference, output in trainer.samples(count):
+        table.add_row(source, reference, output, "yes" if output == reference else "no")
+    stdout.print(table)
+
+
+@app.command()
+def average(
+    checkpoints: Annotated[
+        list[Path] | None, typer.Argument(help="Checkpoint directories to average.")
+    ] = None,
+    out: Annotated[Path, out_option("Where to write the averaged checkpoint.")] = Path("averaged"),
+    last: Annotated[
+        int | None, typer.Option(help="Average the last K checkpoints of --run-dir instead.")
+    ] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory for --last.")] = None,
+    force: Force = False,
+) -> None:
+    """Average checkpoint parameters (the paper: last 5 for base, last 20 for big).
+
+    The checkpoints must share architecture and vocabularies. The output records which
+    checkpoints (and steps) it averages; an existing -o is replaced only if `average` wrote it."""
+    from ..fileio import OutputError
+    from ..store.average import last_checkpoints, write_average
+    from ..store.checkpoint import CheckpointError
+
+    with user_errors(CheckpointError, OutputError):
+        if last is not None:
+            if run_dir is None:
+                fail("--last needs --run-dir")
+            paths = last_checkpoints(run_dir, last)
+            if len(paths) < last:
+                console.print(
+                    f"[yellow]warning:[/] --last {last}: {run_dir} has only {len(paths)} checkpoints; "
+                    f"averaging {len(paths)}",
+                    highlight=False,
+                )
+        else:
+            paths = list(checkpoints or [])
+        averaged = write_average(paths, out, force)
+    steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
+    console.print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
