@@ -312,9 +312,12 @@ class Batcher:
         if first.annotations is not None:  # all or none: they come with the model's input format
             annotations = [job.annotations[i] for job, taken in batch for i in taken]  # type: ignore[index]
         self.batches += 1
+        # One budget: the call is already bounded by max_batch_tokens (tokens x beam), so the
+        # checkpoint's decode.max_tokens must not split it again.
+        options = first.options.model_copy(update={"max_tokens": self.limits.max_batch_tokens})
         try:
             results = await self.thread.call(
-                lambda: decode_all(self.loaded.model, sources, first.options, annotations=annotations)
+                lambda: decode_all(self.loaded.model, sources, options, annotations=annotations)
             )
         except Exception as exc:  # a bad batch never takes the server or other requests down
             if len(batch) > 1:
