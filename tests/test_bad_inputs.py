@@ -8,6 +8,7 @@ rows in test_config.py, Marian import rows in test_marian.py, server rows in tes
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +83,28 @@ def corrupt_best(run: Path, tmp: Path) -> list[str]:
     return ["translate", str(copy)]
 
 
+def fifo(tmp: Path, name: str) -> str:
+    """A named pipe nobody writes to: reading it would block for ever."""
+    os.mkfifo(tmp / name)
+    return str(tmp / name)
+
+
+def npy_fifo(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    (data / "dev.src.tokens.npy").unlink()
+    fifo(data, "dev.src.tokens.npy")
+    return train_on(data, tmp)
+
+
+def lock_is_a_folder(run: Path, tmp: Path) -> list[str]:
+    (tmp / "t" / ".lock").mkdir(parents=True)
+    return ["train", "small", *TINY, "--run-dir", str(tmp / "t")]
+
+
+def wider_config(meta: dict) -> None:
+    meta["config"]["model"]["d_model"] = 64
+
+
 ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("--beam 0", lambda r, t: ["translate", str(r), "--beam", "0"], "--beam: Input should be greater than"),
     (
@@ -151,6 +174,39 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--heads: the model has heads 0..",
     ),
     ("attention on an empty source", lambda r, t: ["attention", str(r), " ", "-o", str(t / "a")], "empty"),
+    ("config file a named pipe", lambda r, t: ["train", fifo(t, "c.toml"), *TINY], "not a regular file"),
+    ("dataset array a named pipe", npy_fifo, "not a regular file"),
+    (
+        "syntax-aware model on data without trees",
+        lambda r, t: ["train", "small", *TINY, "model.syntax_mask=hard", "--run-dir", str(t / "t")],
+        "masks attention with source trees",
+    ),
+    (
+        "--run-dir an existing file",
+        lambda r, t: ["train", "small", *TINY, "--run-dir", lines(t, "f", "x")],
+        "is not a directory",
+    ),
+    ("run lock a folder", lock_is_a_folder, "cannot take the run directory's lock"),
+    (
+        "weights of another width than config.json",
+        lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), wider_config))],
+        "weights do not fit the model",
+    ),
+    (
+        "inspect --src-vocab 0",
+        lambda r, t: ["inspect", "small", "--src-vocab", "0"],
+        "--src-vocab must be 1..",
+    ),
+    (
+        "attention -o an existing file",
+        lambda r, t: ["attention", str(r), "1 2", "-o", lines(t, "f", "x")],
+        "-o takes a folder",
+    ),
+    (
+        "attention on a very long source",
+        lambda r, t: ["attention", str(r), " ".join(["1"] * 300), "-o", str(t / "a")],
+        "plots take at most",
+    ),
     (
         "a decoder-only model",
         lambda r, t: ["train", "small", *TINY, "model.kind=decoder", "--run-dir", str(t / "t")],

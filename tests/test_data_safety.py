@@ -169,6 +169,23 @@ def scene_translate_missing_folder(tmp: Path, run: Path) -> list[str]:
     return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "nowhere" / "out.txt")]
 
 
+def scene_translate_over_input(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "in.txt")]
+
+
+def scene_translate_over_link_to_input(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    (tmp / "link.txt").symlink_to(tmp / "in.txt")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "link.txt")]
+
+
+def scene_translate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    newest = step_checkpoints(run / "checkpoints")[-1]
+    return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(newest / "model.safetensors")]
+
+
 def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     for name, suffix in (("a", ""), ("b", "ing")):
         corpus = write_corpus(tmp / f"c{name}", suffix=suffix)
@@ -206,6 +223,9 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("import marian -o a foreign directory", scene_import_foreign, "did not write"),
     ("translate -o a directory", scene_translate_into_dir, "is a directory"),
     ("translate -o in a missing folder", scene_translate_missing_folder, "does not exist"),
+    ("translate -o its own input", scene_translate_over_input, "would overwrite the input"),
+    ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
+    ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
 ]
 

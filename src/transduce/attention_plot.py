@@ -17,6 +17,8 @@ from .model.attention import record_attention
 from .model.transformer import EncoderDecoder
 from .store.load import LoadedModel
 
+MAX_PLOT_TOKENS = 200  # a heat map's labels stay readable, and plotting stays quick
+
 
 @dataclass
 class Example:
@@ -39,6 +41,8 @@ def make_example(loaded: LoadedModel, source: str, target: str | None, trees: Pa
     src_ids = encoded.sources[0]
     if not src_ids:
         raise ValueError("the source is empty")
+    if len(src_ids) > MAX_PLOT_TOKENS:
+        raise ValueError(f"the source has {len(src_ids)} tokens; plots take at most {MAX_PLOT_TOKENS}")
     extra = annotation_tensors(encoded.annotations, len(src_ids) + 1) if encoded.annotations else {}
     if target is None:
         tgt_ids = greedy(loaded.model, encode_sources([src_ids]), source=extra)[0].tokens

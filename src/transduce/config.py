@@ -381,6 +381,8 @@ def _read_file(path: Path) -> dict[str, Any]:
             f"{path}: is a directory; give a preset ({', '.join(PRESETS)}) or a config file "
             "(.toml, .yaml or .json)"
         )
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path}: not a regular file (a pipe or device); give a config file")
     if path.suffix not in PARSERS:
         raise ConfigError(f"{path}: unknown config format '{path.suffix}'; use .toml, .yaml or .json")
     fmt, parser = PARSERS[path.suffix]
@@ -450,4 +452,3 @@ def check_positions(model: ModelConfig, longest: int, where: str) -> None:
             f"table holds model.max_positions={model.max_positions}; allowed: model.max_positions "
             f"from {longest} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
         )
-

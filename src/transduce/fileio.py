@@ -150,8 +150,9 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_output_file(path: Path) -> None:
-    """Refuse an output file path that cannot be written (a directory, a missing folder)."""
+def check_output_file(path: Path, inputs: Iterable[Path] = ()) -> None:
+    """Refuse an output file path that cannot be written (a directory, a missing folder) or
+    that is, links to, or lies inside one of the command's inputs."""
     path = Path(path)
     if str(path) == "-":
         return
@@ -159,6 +160,9 @@ def check_output_file(path: Path) -> None:
         raise OutputError(f"{path} is a directory; -o takes a file path")
     if not path.parent.is_dir():
         raise OutputError(f"{path}: folder {path.parent} does not exist")
+    clash = _overlaps(path, [i for i in inputs if str(i) != "-"])
+    if clash is not None:
+        raise OutputError(f"{path}: the output would overwrite the input {clash}; choose another -o")
 
 
 def write_output_file(path: Path | None, text: str) -> None:
@@ -197,8 +201,11 @@ class RunLock:
         self.file: IO[str] | None = None
 
     def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = self.path.open("a+", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            file = self.path.open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(f"{self.path}: cannot take the run directory's lock: {exc.strerror}") from None
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -36,13 +36,13 @@ def _read_input(path: Path | None) -> list[str]:
         return read_input(path)
 
 
-def _check_output(path: Path | None) -> None:
-    """Refuse an unwritable -o before any decoding is spent on it."""
+def _check_output(path: Path | None, inputs: list[Path]) -> None:
+    """Refuse an unwritable -o, or one that would overwrite an input, before any decoding."""
     from ..fileio import OutputError, check_output_file
 
     with user_errors(OutputError):
         if path is not None:
-            check_output_file(path)
+            check_output_file(path, inputs)
 
 
 def _write_output(path: Path | None, lines: list[str]) -> None:
@@ -107,8 +107,9 @@ def translate(
 
     from ..decode.pipeline import output_rows, translate_lines
 
-    _check_output(output)
+    _check_output(output, [p for p in (input, src_trees) if p is not None])
     loaded = loaded_model(checkpoint, quantize, threads)
+    _check_output(output, [loaded.path])
     opts = _options(
         loaded,
         beam=beam,

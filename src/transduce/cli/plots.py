@@ -17,6 +17,11 @@ Layers = Annotated[str | None, typer.Option(help="Comma-separated layer numbers 
 Heads = Annotated[str | None, typer.Option(help="Comma-separated head numbers; default all.")]
 
 
+def _check_folder(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"{out_dir} is a file; -o takes a folder for the PNG files")
+
+
 def _numbers(text: str | None, option: str) -> list[int] | None:
     try:
         return [int(x) for x in text.split(",")] if text else None
@@ -37,6 +42,7 @@ def attention(
     """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
     from ..attention_plot import check_selection, collect_attention, make_example, plot_attention
 
+    _check_folder(out_dir)
     loaded = loaded_model(checkpoint)
     chosen_layers, chosen_heads = _numbers(layers, "--layers"), _numbers(heads, "--heads")
     with user_errors(ValueError):
@@ -64,6 +70,7 @@ def ponder(
     """Plot ACT steps per position for the encoder (source) and decoder (greedy output)."""
     from ..attention_plot import make_example, plot_ponder, ponder_steps
 
+    _check_folder(out_dir)
     loaded = loaded_model(checkpoint)
     if not loaded.config.model.act:
         fail(f"{checkpoint} is not a Universal Transformer with ACT (model.act is false)")

@@ -89,6 +89,9 @@ def read_parallel(
 ) -> tuple[list[str], list[str], ReadStats]:
     """Validated, aligned source/target segments; empty pairs and pairs with control
     characters skipped (counted) or rejected."""
+    for path in (src_path, tgt_path):
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise CorpusError(f"{path}: not a regular file (a pipe or device); give a corpus file")
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise CorpusError(f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")

@@ -102,16 +102,23 @@ class Split:
     @classmethod
     def load(cls, directory: Path, name: str) -> Split:
         arrays = [
-            np.load(directory / f"{name}.{side}.{kind}.npy", mmap_mode="r")
+            _array(directory / f"{name}.{side}.{kind}.npy")
             for side in ("src", "tgt")
             for kind in ("tokens", "offsets")
         ]
         extras = {
-            extra: np.load(path, mmap_mode="r")
+            extra: _array(path)
             for extra in ("src_factors", "omega", "omega_offsets")
             if (path := directory / f"{name}.{extra}.npy").exists()
         }
         return cls(*arrays, **extras)
+
+
+def _array(path: Path) -> np.ndarray:
+    """A dataset array, memory-mapped; a pipe or device in its place would block the reader."""
+    if path.exists() and not path.is_file():
+        raise OSError(f"{path}: not a regular file")
+    return np.load(path, mmap_mode="r")
 
 
 class Dataset:

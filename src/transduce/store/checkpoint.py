@@ -144,12 +144,21 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
             trainer = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
     except (SafetensorError, ValueError, OSError) as exc:
         raise CheckpointError(f"{path}: cannot read checkpoint: {exc}") from None
+    if with_trainer and not (isinstance(trainer, dict) and trainer.keys() >= TRAINER_KEYS):
+        raise CheckpointError(f"{path / 'trainer.json'}: damaged (needs {', '.join(sorted(TRAINER_KEYS))})")
     return Checkpoint(path, config, meta, weights, trainer, tensors)
+
+
+TRAINER_KEYS = {"optimizer", "sampler", "state"}
 
 
 def load_weights(model: nn.Module, weights: dict[str, Tensor]) -> None:
     """Load weights saved by `save_checkpoint` (tied tensors stored once)."""
-    missing, unexpected = model.load_state_dict(weights, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except RuntimeError as exc:  # shapes that differ from the architecture in config.json
+        first = next((line.strip() for line in str(exc).splitlines() if "size mismatch" in line), str(exc))
+        raise CheckpointError(f"weights do not fit the model of config.json: {first}") from None
     tied = {name for name in missing if _is_tied(model, name, weights)}
     really_missing = [m for m in missing if m not in tied]
     if really_missing or unexpected:

@@ -69,7 +69,7 @@ def _vocab(prefix: Path) -> Vocab:
     """A checkpoint's vocabulary; a missing or damaged one is a CheckpointError naming it."""
     try:
         return load_vocab(prefix)
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError) as exc:
         raise CheckpointError(f"{prefix}.*: vocabulary missing or damaged ({exc})") from None
 
 
@@ -124,6 +124,9 @@ def write_model_checkpoint(
     )
 
 
+VOCAB_MAX = 10_000_000  # far beyond any subword vocabulary; bounds what `inspect` builds
+
+
 def resolve_model_source(
     source: str, overrides: list[str], src_vocab: int, tgt_vocab: int | None
 ) -> tuple[Config, int, int]:
@@ -133,4 +136,8 @@ def resolve_model_source(
         meta = read_meta(resolve_checkpoint(path))
         return build_config(meta.config, overrides), meta.src_vocab_size, meta.tgt_vocab_size
     cfg = load_config(source, overrides)
-    return cfg, src_vocab, tgt_vocab if tgt_vocab is not None else src_vocab
+    tgt = tgt_vocab if tgt_vocab is not None else src_vocab
+    for option, size in (("--src-vocab", src_vocab), ("--tgt-vocab", tgt)):
+        if not 1 <= size <= VOCAB_MAX:
+            raise ValueError(f"{option} must be 1..{VOCAB_MAX}, not {size}")
+    return cfg, src_vocab, tgt

@@ -51,6 +51,9 @@ def run_directory(config: str, given: Path | None, resume: bool) -> Path:
     """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
     (not `resume`) where checkpoints already are is an OutputError: they would be mixed."""
     run = given or Path("runs") / Path(config).stem
+    for folder in (run, run / "checkpoints"):
+        if folder.exists() and not folder.is_dir():
+            raise OutputError(f"{folder} is not a directory; give --run-dir a folder")
     if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
         raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
     return run
@@ -91,10 +94,16 @@ def training_device(env: Distributed) -> torch.device:
 
 
 def check_data(data: Dataset, cfg: Config) -> None:
-    """Refuse data the run would fail on later: empty splits, sequences past learned positions."""
+    """Refuse data the run would fail on later: empty splits, sequences past learned positions,
+    a syntax-aware model without source trees."""
     for name in ("train", "dev"):
         if len(data.splits.get(name, ())) == 0:
             raise DatasetError(f"{data.dir}: the {name} split is empty; prepare the dataset again")
+    if cfg.model.syntax_mask != "none" and data.splits["train"].omega is None:
+        raise ConfigError(
+            f"model.syntax_mask='{cfg.model.syntax_mask}' masks attention with source trees, but "
+            f"{data.dir} has none; prepare it with --source-trees tree|conllu or set model.syntax_mask=none"
+        )
     longest = max(int(padded_lengths(split).max()) for split in data.splits.values() if len(split))
     check_positions(cfg.model, longest, str(data.dir))
 
