@@ -52,6 +52,8 @@ def score(
     source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
     if len(targets) != src.shape[0]:
         raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
+    if not targets:
+        return []
     gold = [[*_check_target(t, f"target {row + 1}"), EOS] for row, t in enumerate(targets)]
     top, vocab = max(max(g) for g in gold), target_vocab_size(model)
     if vocab is not None and top >= vocab:
