@@ -79,9 +79,13 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
         raise ValueError("no model to decode with")
     first = members[0]
     for other in members[1:]:
+        if len(first.factor_vocabs) != len(other.factor_vocabs):
+            raise ValueError(f"ensemble of {first.path} and {other.path}: they read different input formats")
+        factors = zip(first.factor_vocabs, other.factor_vocabs, strict=True)
         for side, a, b in (
             ("target", first.tgt_vocab, other.tgt_vocab),
             ("source", first.src_vocab, other.src_vocab),
+            *((f"factor {k}", x, y) for k, (x, y) in enumerate(factors, 1)),
         ):
             difference = _vocab_difference(a, b)
             if difference is not None:
@@ -135,7 +139,7 @@ class Output:
 
 
 def render(loaded: LoadedModel, lines: list[str], results: list[list[Hypothesis]]) -> list[list[Output]]:
-    """Each line's hypotheses as text, best first; an empty line (no hypothesis) gives one empty
+    """Each line's hypotheses as text (best first; samples as drawn); an empty line gives one empty
     output, so n-best output keeps a row for it. Parsers print the repaired tree over the line's
     words."""
     if loaded.meta.data_kind == "parse":
