@@ -17,6 +17,8 @@ from transduce.store.checkpoint import save_checkpoint, state_tensors
 from transduce.store.load import load_model
 from transduce.store.meta import CheckpointMeta
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 LINES = ["1 2 3", "", "4 5", "6 7 8 9 1", "2"]
 
 

@@ -19,6 +19,8 @@ from transduce.decode.translate import decode_all
 from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 ROWS = [[4, 7, 9, 5], [8, 6], [11, 10, 4], [5]]
 
 

@@ -11,6 +11,8 @@ from transduce.data.vocab import EOS, UNK
 from transduce.decode.sampling import sample
 from transduce.decode.search import beam_search, greedy, length_penalty
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 ROWS = [[4, 7, 9, 5], [8, 6], [11, 10, 4]]
 
 

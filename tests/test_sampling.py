@@ -12,6 +12,8 @@ from transduce.data.vocab import BOS, EOS, PAD
 from transduce.decode.sampling import draw, sample, sampling_probs
 from transduce.decode.search import greedy
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 ROWS = [[4, 7, 9, 5], [8, 6], [11, 10, 4]]
 
 # Upper 0.1% points of the chi-square distribution with 1..7 degrees of freedom (any table).

@@ -10,6 +10,8 @@ from transduce.data.vocab import EOS
 from transduce.decode.scoring import score, score_all
 from transduce.decode.search import beam_search, greedy
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 ROWS = [[4, 7, 9, 5], [8, 6], [11], [5, 5, 10, 4, 6]]
 
 
