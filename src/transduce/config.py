@@ -192,7 +192,7 @@ class TrainConfig(_Section):
 
 
 class DecodeConfig(_Section):
-    """Search settings (SPEC section 6)."""
+    """Search and sampling settings (SPEC section 6)."""
 
     beam: int = Field(4, ge=1, le=1000)
     alpha: float = Field(0.6, ge=0.0, le=10.0, description="length penalty; 0..10")
@@ -201,6 +201,19 @@ class DecodeConfig(_Section):
     min_len: int = Field(0, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
     nbest: int = Field(1, ge=1)
     max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"1..{TOKENS_MAX}")
+    # Sampling (decode/sampling.py) instead of search; beam, alpha and nbest do not apply to it.
+    sample: bool = Field(False, description="draw outputs at random instead of searching for the best")
+    temperature: float = Field(1.0, gt=0.0, le=100.0, description="sampling temperature; 0 < t <= 100")
+    top_k: int = Field(
+        0, ge=0, le=TOKENS_MAX, description=f"sample among the k most probable tokens; 0 (off)..{TOKENS_MAX}"
+    )
+    top_p: float = Field(
+        1.0, gt=0.0, le=1.0, description="sample in the smallest set of tokens with mass >= p; 0 < p <= 1"
+    )
+    seed: int | None = Field(
+        None, ge=0, le=SEED_MAX, description=f"sampling seed (none: torch's global RNG); 0..{SEED_MAX}"
+    )
+    num_samples: int = Field(1, ge=1, le=1000, description="samples per input; 1..1000")
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> DecodeConfig:

@@ -2,25 +2,32 @@
 
 Three steps, each usable alone (the server schedules the middle one itself):
 `encode_lines` reads lines in the model's input format and truncates over-long ones,
-`decode_all` searches, and `render` turns output ids into text (bracketed trees for parsers).
-`decode_options` overlays the caller's search settings on the checkpoint's, validated once.
-`output_rows` lays the outputs out as `translate` writes them (best only, or n-best rows).
+`decode_all` searches or samples, and `render` turns output ids into text (bracketed trees for
+parsers). `decode_options` overlays the caller's search and sampling settings on the
+checkpoint's, validated once. `output_rows` lays the outputs out as `translate` writes them
+(best only, or n-best rows). Wherever one loaded model goes, a list of them may go instead:
+`decoding_model` checks that they read and write the same vocabularies and decodes with their
+ensemble. `score_lines` is the same path for forced decoding of given targets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from torch import nn
 
 from ..config import ConfigError, DecodeConfig
 from ..data.source import SourceAnnotation
+from ..data.vocab import Vocab
 from ..parsing import output_trees
 from ..store.load import LoadedModel
+from .ensemble import Ensemble
 from .inputs import encode_inputs
+from .scoring import Score, score_all
 from .search import Hypothesis
 from .translate import decode_all
 
@@ -37,13 +44,69 @@ def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     except ValidationError as exc:
         problems = []
         for e in exc.errors():
-            name = OPTION.get(str(e["loc"][0]), str(e["loc"][0])) if e["loc"] else "options"
+            key = str(e["loc"][0]) if e["loc"] else ""
+            name = OPTION.get(key, key or "options")
+            field = DecodeConfig.model_fields.get(key)
+            allowed = f" ({field.description})" if field is not None and field.description else ""
             problems.append(
                 str(e["msg"]).removeprefix("Value error, ")
                 if e["type"] == "value_error"
-                else f"{name}: {e['msg']}"
+                else f"{name}: {e['msg']}{allowed}"
             )
         raise ConfigError("; ".join(problems)) from None
+
+
+Loaded = LoadedModel | Sequence[LoadedModel]  # one model, or the members of an ensemble
+
+
+def _vocab_difference(a: Vocab, b: Vocab) -> str | None:
+    if len(a) != len(b):
+        return f"{len(a)} and {len(b)} entries"
+    for i in range(len(a)):
+        if a.token(i) != b.token(i):
+            return f"entry {i} is {a.token(i)!r} and {b.token(i)!r}"
+    return None
+
+
+def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
+    """The checkpoint that reads the input and renders the output, and the model to decode with:
+    its own model, or for several checkpoints their Ensemble. Members must read the same input
+    format with the same source vocabulary and write the same target vocabulary (ValueError
+    naming both checkpoints and the difference)."""
+    if isinstance(loaded, LoadedModel):
+        return loaded, loaded.model
+    members = list(loaded)
+    if not members:
+        raise ValueError("no model to decode with")
+    first = members[0]
+    for other in members[1:]:
+        if len(first.factor_vocabs) != len(other.factor_vocabs):
+            raise ValueError(f"ensemble of {first.path} and {other.path}: they read different input formats")
+        factors = zip(first.factor_vocabs, other.factor_vocabs, strict=True)
+        for side, a, b in (
+            ("target", first.tgt_vocab, other.tgt_vocab),
+            ("source", first.src_vocab, other.src_vocab),
+            *((f"factor {k}", x, y) for k, (x, y) in enumerate(factors, 1)),
+        ):
+            difference = _vocab_difference(a, b)
+            if difference is not None:
+                raise ValueError(
+                    f"ensemble of {first.path} and {other.path}: "
+                    f"their {side} vocabularies differ ({difference})"
+                )
+        if (first.meta.source, first.meta.data_kind) != (other.meta.source, other.meta.data_kind):
+            raise ValueError(f"ensemble of {first.path} and {other.path}: they read different input formats")
+    if len(members) == 1:
+        return first, first.model
+    return first, Ensemble([m.model for m in members])
+
+
+def encode_prefixes(loaded: LoadedModel, prefixes: Sequence[str], lines: int) -> list[list[int]]:
+    """Per input line, the target-side text every output must start with, as target ids. Each is
+    encoded on its own, so it should end at a word boundary."""
+    if len(prefixes) != lines:
+        raise ValueError(f"{len(prefixes)} forced prefixes for {lines} input lines")
+    return [loaded.tgt_vocab.encode(p) if p.strip() else [] for p in prefixes]
 
 
 @dataclass
@@ -77,7 +140,7 @@ class Output:
 
 
 def render(loaded: LoadedModel, lines: list[str], results: list[list[Hypothesis]]) -> list[list[Output]]:
-    """Each line's hypotheses as text, best first; an empty line (no hypothesis) gives one empty
+    """Each line's hypotheses as text (best first; samples as drawn); an empty line gives one empty
     output, so n-best output keeps a row for it. Parsers print the repaired tree over the line's
     words."""
     if loaded.meta.data_kind == "parse":
@@ -105,22 +168,65 @@ def output_rows(outputs: list[list[Output]], nbest: bool = False) -> list[str]:
 
 
 def translate_lines(
-    loaded: LoadedModel,
+    loaded: Loaded,
     lines: list[str],
     options: DecodeConfig,
     greedy: bool = False,
     trees: Path | None = None,
     max_src_len: int | None = None,
     on_batch: Callable[[int], None] | None = None,
+    prefixes: Sequence[str] | None = None,
 ) -> tuple[list[list[Output]], Encoded]:
-    """Encode, decode and render `lines`: per line its n-best outputs; also what was encoded."""
-    encoded = encode_lines(loaded, lines, trees, max_src_len)
+    """Encode, decode and render `lines`: per line its n-best outputs (or its samples with
+    `options.sample`); also what was encoded. `loaded`: one model or an ensemble's members.
+    prefixes: per line, target text each output starts with (search continues after it)."""
+    reader, model = decoding_model(loaded)
+    encoded = encode_lines(reader, lines, trees, max_src_len)
+    forced = encode_prefixes(reader, prefixes, len(lines)) if prefixes is not None else None
     results = decode_all(
-        loaded.model,
+        model,
         encoded.sources,
         options,
         use_greedy=greedy,
         on_batch=on_batch,
         annotations=encoded.annotations,
+        prefixes=forced,
     )
-    return render(loaded, lines, results), encoded
+    return render(reader, lines, results), encoded
+
+
+def score_lines(
+    loaded: Loaded,
+    sources: list[str],
+    targets: list[str],
+    trees: Path | None = None,
+    max_src_len: int | None = None,
+    max_tokens: int = 4096,
+    per_token: bool = False,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[Score]:
+    """log P(target | source) of each pair of lines (forced decoding), in input order.
+
+    Targets are encoded with the target vocabulary as they are (a parser's target is its
+    linearised tree). An empty source is read as EOS alone, except by models whose input carries
+    tags or trees, which refuse it."""
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
+    reader, model = decoding_model(loaded)
+    encoded = encode_lines(reader, sources, trees, max_src_len)
+    if encoded.annotations is not None:
+        for number, ids in enumerate(encoded.sources, 1):
+            if not ids:
+                raise ValueError(
+                    f"source line {number} is empty; this model reads its words with tags or trees"
+                )
+    target_ids = [reader.tgt_vocab.encode(t) if t.strip() else [] for t in targets]
+    return score_all(
+        model,
+        encoded.sources,
+        target_ids,
+        max_tokens,
+        per_token,
+        annotations=encoded.annotations,
+        on_batch=on_batch,
+    )

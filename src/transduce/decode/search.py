@@ -3,18 +3,41 @@
 Length penalty of Wu et al. (2016): score = log P(Y | X) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha,
 where |Y| counts the generated tokens including the final EOS. A hypothesis that reaches
 the length limit a * |X| + b without EOS is finished as it is. PAD and BOS are never generated.
+
+A forced prefix (per source, token ids) makes the first steps take the given tokens, at their
+log-probabilities under the model, before search goes on freely: interactive translation and
+"complete this output" both need the best continuation of a fixed start. The score and
+log-probability of a hypothesis are those of the whole output, prefix included.
+
+Search needs only `encode`, `decode` with a cache and `new_cache` (`Seq2Seq`), so an ensemble
+(decode/ensemble.py) or a reference decoder in a test is searched the same way as a model.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from ..data.vocab import BOS, EOS, PAD
-from ..model.transformer import EncoderDecoder
+
+
+class Seq2Seq(Protocol):
+    """What search asks of a model: EncoderDecoder, an Ensemble, or a test's reference decoder.
+
+    `encode` returns a memory with `select(index)`; `new_cache` a cache with
+    `reorder(index, sources=None)`; `decode` (batch, n) new target ids -> (batch, n, vocab) logits
+    or log-probabilities."""
+
+    def encode(self, src: Tensor, **source: Tensor) -> Any: ...
+
+    def decode(self, tgt: Tensor, memory: Any, cache: Any = None) -> Tensor: ...
+
+    def new_cache(self) -> Any: ...
 
 
 @dataclass
@@ -28,50 +51,114 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def max_output_length(source_length: int, a: float, b: int) -> int:
+    """a * |source| + b, at least 1 (|source| without EOS)."""
+    return max(1, int(a * source_length + b))
+
+
 def length_limits(src: Tensor, a: float, b: int) -> list[int]:
     """Max output length per sentence: a * |source| + b, at least 1 (|source| excludes EOS/pad)."""
     lengths = src.ne(PAD).sum(1) - 1
-    return [max(1, int(a * n + b)) for n in lengths.tolist()]
+    return [max_output_length(n, a, b) for n in lengths.tolist()]
 
 
-def _step_log_probs(model: EncoderDecoder, tokens: Tensor, memory, cache, step: int, min_len: int) -> Tensor:
+def check_prefix(prefix: Sequence[int], limit: int, where: str) -> list[int]:
+    """The prefix as a list of ints; ValueError (one line, naming `where`) if it is longer than the
+    output may be or holds a token that is never generated (PAD, BOS, EOS, negative)."""
+    tokens = [int(t) for t in prefix]
+    if len(tokens) > limit:
+        raise ValueError(
+            f"{where}: the forced prefix has {len(tokens)} tokens, more than the maximum output "
+            f"length {limit} (max_len_a * source length + max_len_b)"
+        )
+    for t in tokens:
+        if t in (PAD, BOS, EOS) or t < 0:
+            raise ValueError(f"{where}: forced prefix token id {t} is PAD, BOS, EOS or negative")
+    return tokens
+
+
+def check_prefixes(prefixes: Sequence[Sequence[int]] | None, limits: list[int]) -> list[list[int]]:
+    """One checked prefix per source row (empty ones when `prefixes` is None)."""
+    if prefixes is None:
+        return [[] for _ in limits]
+    if len(prefixes) != len(limits):
+        raise ValueError(f"{len(prefixes)} forced prefixes for {len(limits)} sources")
+    pairs = zip(prefixes, limits, strict=True)
+    return [check_prefix(p, limit, f"source {row + 1}") for row, (p, limit) in enumerate(pairs)]
+
+
+def _forced(prefixes: list[list[int]], rows: list[int], step: int, device: torch.device) -> Tensor | None:
+    """Per decoder row (rows[i]: its source), the token its prefix forces now, -1 if none; None
+    when no row is forced at this step."""
+    tokens = [prefixes[s][step] if step < len(prefixes[s]) else -1 for s in rows]
+    if max(tokens, default=-1) < 0:
+        return None
+    return torch.tensor(tokens, device=device)
+
+
+def _check_prefix_vocab(prefixes: list[list[int]], vocab: int) -> None:
+    top = max((max(p) for p in prefixes if p), default=-1)
+    if top >= vocab:
+        raise ValueError(f"forced prefix token id {top} is outside the target vocabulary ({vocab} entries)")
+
+
+def _step_log_probs(
+    model: Seq2Seq,
+    tokens: Tensor,
+    memory: Any,
+    cache: Any,
+    step: int,
+    min_len: int,
+    forced: Tensor | None = None,
+) -> Tensor:
     logits = model.decode(tokens, memory, cache)[:, -1].float()
     logp = logits.log_softmax(-1)
     logp[:, PAD] = -math.inf
     logp[:, BOS] = -math.inf
     if step < min_len:
         logp[:, EOS] = -math.inf
+    if forced is not None:  # forced rows keep only their token, at its log-probability
+        index = forced.clamp(min=0)[:, None]
+        only = torch.full_like(logp, -math.inf).scatter_(1, index, logp.gather(1, index))
+        logp = torch.where(forced.lt(0)[:, None], logp, only)
     return logp
 
 
-@torch.no_grad()
-def greedy(
-    model: EncoderDecoder,
-    src: Tensor,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 0,
-    source: dict[str, Tensor] | None = None,
-) -> list[Hypothesis]:
-    """Most probable next token at every step, for a batch of sources (batch, m).
+# choose(log_probs (rows, vocab), each row's sequence number) -> the next token of each row (rows,)
+Choose = Callable[[Tensor, list[int]], Tensor]
 
-    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
-    limits = length_limits(src, max_len_a, max_len_b)
-    memory = model.encode(src, **(source or {}))
+
+def left_to_right(
+    model: Seq2Seq,
+    memory: Any,
+    limits: list[int],
+    choose: Choose,
+    min_len: int = 0,
+    prefixes: list[list[int]] | None = None,
+    device: torch.device | None = None,
+) -> list[Hypothesis]:
+    """One token per step for each sequence (one row of `memory` each) until EOS or its length
+    limit, with the KV cache; finished sequences leave the batch. Greedy search and sampling
+    differ only in `choose`. Scores are log-probabilities under the model, without penalty."""
+    batch = len(limits)
+    prefixes = prefixes or [[] for _ in range(batch)]
     cache = model.new_cache()
-    batch = src.shape[0]
     active = torch.arange(batch)
-    tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)
+    tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
     outputs: list[list[int]] = [[] for _ in range(batch)]
     log_probs = [0.0] * batch
     results: list[Hypothesis | None] = [None] * batch
+    longest_prefix = max(len(p) for p in prefixes)
     for step in range(max(limits)):
-        logp = _step_log_probs(model, tokens, memory, cache, step, min_len)
-        best, next_tokens = logp.max(-1)
+        rows = active.tolist()
+        forced = _forced(prefixes, rows, step, tokens.device) if step < longest_prefix else None
+        logp = _step_log_probs(model, tokens, memory, cache, step, min_len, forced)
+        if step == 0:
+            _check_prefix_vocab(prefixes, logp.shape[-1])
+        next_tokens = choose(logp, rows)
+        chosen = logp.gather(1, next_tokens[:, None])[:, 0]
         keep = []
-        for row, (sent, tok, lp) in enumerate(
-            zip(active.tolist(), next_tokens.tolist(), best.tolist(), strict=True)
-        ):
+        for row, (sent, tok, lp) in enumerate(zip(rows, next_tokens.tolist(), chosen.tolist(), strict=True)):
             log_probs[sent] += lp
             if tok != EOS:
                 outputs[sent].append(tok)
@@ -82,17 +169,41 @@ def greedy(
         if not keep:
             break
         if len(keep) < len(active):
-            index = torch.tensor(keep, device=src.device)
-            active, memory = active[index], memory.select(index)
+            index = torch.tensor(keep, device=tokens.device)
+            active, memory = active[index.cpu()], memory.select(index)
             cache.reorder(index, index)
             next_tokens = next_tokens[index]
         tokens = next_tokens[:, None]
     return [r for r in results if r is not None]
 
 
+def _most_probable(logp: Tensor, rows: list[int]) -> Tensor:
+    return logp.argmax(-1)
+
+
+@torch.no_grad()
+def greedy(
+    model: Seq2Seq,
+    src: Tensor,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    min_len: int = 0,
+    source: dict[str, Tensor] | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+) -> list[Hypothesis]:
+    """Most probable next token at every step, for a batch of sources (batch, m).
+
+    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them.
+    prefixes: per source, target token ids forced first (see the module docstring)."""
+    limits = length_limits(src, max_len_a, max_len_b)
+    forced = check_prefixes(prefixes, limits)
+    memory = model.encode(src, **(source or {}))
+    return left_to_right(model, memory, limits, _most_probable, min_len, forced, src.device)
+
+
 @torch.no_grad()
 def beam_search(
-    model: EncoderDecoder,
+    model: Seq2Seq,
     src: Tensor,
     beam: int = 4,
     alpha: float = 0.6,
@@ -101,6 +212,7 @@ def beam_search(
     min_len: int = 0,
     nbest: int = 1,
     source: dict[str, Tensor] | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search with the length penalty; returns the n best per sentence.
 
@@ -108,10 +220,13 @@ def beam_search(
     worst of them even at the length limit (its log-probability can only fall). Finished
     sentences leave the batch. The encoder output and cross-attention K/V keep one row per
     source, read by its k beams together (`group_queries`), so beam reordering touches
-    only the self-attention cache.
+    only the self-attention cache. A forced prefix leaves one live beam per source until it
+    ends (every other candidate has probability 0), then search branches out from it.
     """
     batch, k = src.shape[0], beam
     limits = length_limits(src, max_len_a, max_len_b)
+    forced_prefixes = check_prefixes(prefixes, limits)
+    longest_prefix = max(len(p) for p in forced_prefixes)
     memory = model.encode(src, **(source or {}))
     cache = model.new_cache()
     scores = torch.full((batch, k), -math.inf, device=src.device)
@@ -120,8 +235,14 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     active = list(range(batch))
     for step in range(max(limits)):
-        logp = _step_log_probs(model, history[:, -1:], memory, cache, step, min_len)
+        forced = None
+        if step < longest_prefix:
+            rows = [sent for sent in active for _ in range(k)]
+            forced = _forced(forced_prefixes, rows, step, src.device)
+        logp = _step_log_probs(model, history[:, -1:], memory, cache, step, min_len, forced)
         vocab = logp.shape[-1]
+        if step == 0:
+            _check_prefix_vocab(forced_prefixes, vocab)
         candidates = (scores.view(-1, 1) + logp).view(len(active), k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)
         top_beam, top_token = top_index // vocab, top_index % vocab

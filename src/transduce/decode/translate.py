@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
-from ..model.transformer import EncoderDecoder
-from .search import Hypothesis, beam_search, greedy
+from .sampling import sample, stream_seed
+from .search import Hypothesis, beam_search, check_prefix, greedy, max_output_length
 
 
 def decode_all(
-    model: EncoderDecoder,
+    model: nn.Module,
     sources: list[list[int]],
     cfg: DecodeConfig,
     use_greedy: bool = False,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
     annotations: list[SourceAnnotation] | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """n-best hypotheses per source, in input order. Empty sources give no hypotheses.
+    """n-best hypotheses per source (or `cfg.num_samples` samples with `cfg.sample`), in input
+    order. Empty sources give no hypotheses. `model`: an EncoderDecoder or an Ensemble.
 
-    annotations: per source, its tags and tree distances for factored or syntax-aware models."""
+    annotations: per source, its tags and tree distances for factored or syntax-aware models.
+    prefixes: per source, target token ids every output starts with (ignored for empty sources).
+    Sampling seeds source i's stream with stream_seed(cfg.seed, i), so its samples do not depend
+    on the batching; without cfg.seed the base seed comes from torch's global RNG."""
+    if use_greedy and cfg.sample:
+        raise ValueError("greedy search and sampling exclude each other; choose one")
+    if prefixes is not None:
+        if len(prefixes) != len(sources):
+            raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
+        limits = [max_output_length(len(s), cfg.max_len_a, cfg.max_len_b) for s in sources]
+        prefixes = [
+            check_prefix(p, limit, f"input {n}") if s else []
+            for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
+        ]
+    base_seed = cfg.seed
+    if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
+        base_seed = int(torch.randint(0, 2**62, ()).item())
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -39,11 +58,37 @@ def decode_all(
         if annotations is not None:
             extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
             extra = {k: v.to(device) for k, v in extra.items()}
-        if use_greedy:
-            hyps = [[h] for h in greedy(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len, extra)]
+        forced = [prefixes[i] for i in idx] if prefixes is not None else None
+        if cfg.sample:
+            assert base_seed is not None
+            hyps = sample(
+                model,
+                src,
+                cfg.temperature,
+                cfg.top_k,
+                cfg.top_p,
+                cfg.num_samples,
+                cfg.max_len_a,
+                cfg.max_len_b,
+                cfg.min_len,
+                extra,
+                forced,
+                seeds=[stream_seed(base_seed, i) for i in idx],
+            )
+        elif use_greedy:
+            hyps = [[h] for h in greedy(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len, extra, forced)]
         else:
             hyps = beam_search(
-                model, src, cfg.beam, cfg.alpha, cfg.max_len_a, cfg.max_len_b, cfg.min_len, cfg.nbest, extra
+                model,
+                src,
+                cfg.beam,
+                cfg.alpha,
+                cfg.max_len_a,
+                cfg.max_len_b,
+                cfg.min_len,
+                cfg.nbest,
+                extra,
+                forced,
             )
         for i, h in zip(idx, hyps, strict=True):
             results[i] = h

@@ -1,0 +1,116 @@
+"""Scoring (forced decoding): how probable the model finds given outputs.
+
+Rescoring n-best lists, filtering parallel data, comparing systems on a reference, and checking
+that search found what the model prefers all need log P(target | source) for a given pair.
+The target is fed teacher-forced in one decoder pass ([BOS] + target in, target + [EOS] out);
+the log-probability of each token is the plain log-softmax, the same number search adds up
+(search's exclusions of PAD, BOS, and of EOS before min_len, do not renormalise), so a beam
+hypothesis that ended in EOS scores here exactly its search log-probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..data.batching import annotation_tensors, encode_sources, make_batches
+from ..data.source import SourceAnnotation
+from ..data.vocab import BOS, EOS, PAD
+from .ensemble import target_vocab_size
+from .search import Seq2Seq
+
+
+@dataclass
+class Score:
+    log_prob: float  # log P(target + EOS | source)
+    mean: float  # log_prob per scored token (the target's tokens and EOS)
+    tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
+
+
+def _check_target(target: Sequence[int], where: str) -> list[int]:
+    ids = [int(t) for t in target]
+    for t in ids:
+        if t in (PAD, BOS, EOS) or t < 0:
+            raise ValueError(f"{where}: target token id {t} is PAD, BOS, EOS or negative")
+    return ids
+
+
+@torch.no_grad()
+def score(
+    model: Seq2Seq,
+    src: Tensor,
+    targets: Sequence[Sequence[int]],
+    source: dict[str, Tensor] | None = None,
+    per_token: bool = False,
+) -> list[Score]:
+    """Score each target (token ids without BOS/EOS) given its row of the source batch (batch, m).
+
+    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
+    if len(targets) != src.shape[0]:
+        raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
+    if not targets:
+        return []
+    gold = [[*_check_target(t, f"target {row + 1}"), EOS] for row, t in enumerate(targets)]
+    top, vocab = max(max(g) for g in gold), target_vocab_size(model)
+    if vocab is not None and top >= vocab:
+        raise ValueError(f"target token id {top} is outside the target vocabulary ({vocab} entries)")
+    width = max(len(g) for g in gold)
+    tgt_in = torch.full((len(gold), width), PAD, dtype=torch.long)
+    tgt_out = torch.full((len(gold), width), PAD, dtype=torch.long)
+    for row, g in enumerate(gold):
+        tgt_in[row, : len(g)] = torch.tensor([BOS, *g[:-1]])
+        tgt_out[row, : len(g)] = torch.tensor(g)
+    tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
+    logits = model.decode(tgt_in, model.encode(src, **(source or {})))  # causal: padding after is unseen
+    logp = logits.float().log_softmax(-1).gather(2, tgt_out[:, :, None])[:, :, 0]  # (batch, width)
+    logp = logp.masked_fill(tgt_out.eq(PAD), 0.0).double().cpu()
+    out = []
+    for row, g in enumerate(gold):
+        values = logp[row, : len(g)]
+        total = float(values.sum())
+        out.append(Score(total, total / len(g), values.tolist() if per_token else None))
+    return out
+
+
+def score_all(
+    model: nn.Module,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    max_tokens: int = 4096,
+    per_token: bool = False,
+    device: torch.device | None = None,
+    annotations: list[SourceAnnotation] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[Score]:
+    """Scores of many (source, target) pairs in input order, batched by length under a budget of
+    `max_tokens` source plus target tokens (padding included; a longer pair is scored alone).
+    An empty source is read as EOS alone. `model`: an EncoderDecoder or an Ensemble."""
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, not {max_tokens}")
+    targets = [_check_target(t, f"pair {n}") for n, t in enumerate(targets, 1)]
+    device = device or next(model.parameters()).device
+    lengths = np.asarray([len(s) + len(t) + 2 for s, t in zip(sources, targets, strict=True)])
+    results: list[Score] = [Score(0.0, 0.0)] * len(sources)
+    was_training = model.training
+    model.eval()
+    try:
+        for group in make_batches(lengths, max_tokens, seed=None, drop_long=False)[0]:
+            src = encode_sources([sources[i] for i in group]).to(device)
+            extra: dict[str, Tensor] = {}
+            if annotations is not None:
+                extra = annotation_tensors([annotations[i] for i in group], src.shape[1])
+                extra = {k: v.to(device) for k, v in extra.items()}
+            scores = score(model, src, [targets[i] for i in group], extra, per_token)
+            for i, s in zip(group, scores, strict=True):
+                results[i] = s
+            if on_batch is not None:
+                on_batch(len(group))
+    finally:
+        model.train(was_training)
+    return results

@@ -1,0 +1,170 @@
+"""The decoding toolbox through the pipeline: sampling options, ensembles of loaded checkpoints,
+forced prefixes and scores of text lines, with checkpoints of tiny random models."""
+
+import math
+from itertools import chain
+
+import pytest
+import torch
+
+from transduce.config import ConfigError, DecodeConfig, load_config
+from transduce.data.vocab import SymbolVocab
+from transduce.decode.pipeline import decode_options, score_lines, translate_lines
+from transduce.decode.scoring import score_all
+from transduce.decode.translate import decode_all
+from transduce.model import build_model
+from transduce.store.checkpoint import save_checkpoint, state_tensors
+from transduce.store.load import load_model
+from transduce.store.meta import CheckpointMeta
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+LINES = ["1 2 3", "", "4 5", "6 7 8 9 1", "2"]
+
+
+def checkpoint(path, symbols, seed):
+    torch.manual_seed(seed)
+    vocab = SymbolVocab(symbols)
+    cfg = load_config(
+        "small",
+        [
+            "model.d_model=16",
+            "model.heads=2",
+            "model.d_ff=32",
+            "model.encoder_layers=1",
+            "model.decoder_layers=1",
+            "model.dropout=0",
+            "decode.beam=3",
+            "decode.max_len_b=6",
+        ],
+    )
+    model = build_model(cfg.model, len(vocab), len(vocab))
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)  # more varied outputs than the default initialisation
+    (path.parent / f"{path.name}-vocab").mkdir()
+    vocab.save(path.parent / f"{path.name}-vocab" / "src")
+    meta = CheckpointMeta(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab))
+    save_checkpoint(
+        path, state_tensors(model), cfg, meta, [path.parent / f"{path.name}-vocab" / "src.symbols.json"]
+    )
+    return load_model(path)
+
+
+DIGITS = [str(i) for i in range(10)]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline")
+    return {
+        "a": checkpoint(tmp / "a", DIGITS, 1),
+        "a-again": checkpoint(tmp / "a-again", DIGITS, 1),
+        "b": checkpoint(tmp / "b", DIGITS, 2),
+        "letters": checkpoint(tmp / "letters", list("abcdefghij"), 3),
+        "more": checkpoint(tmp / "more", [*DIGITS, "x"], 4),
+    }
+
+
+def texts(outputs):
+    return [[o.text for o in row] for row in outputs]
+
+
+def test_ensemble_of_a_checkpoint_with_itself_translates_like_it(models):
+    opts = decode_options(models["a"].config.decode, nbest=2)
+    alone, _ = translate_lines(models["a"], LINES, opts)
+    twice, _ = translate_lines([models["a"], models["a-again"]], LINES, opts)
+    assert texts(twice) == texts(alone)
+    for x, y in zip(chain.from_iterable(alone), chain.from_iterable(twice), strict=True):
+        assert math.isclose(x.score, y.score, abs_tol=1e-4)
+    pair, _ = translate_lines([models["a"], models["b"]], LINES, opts)  # runs, one row per line
+    assert len(pair) == len(LINES) and pair[1][0].text == ""
+
+
+def test_ensemble_members_must_share_their_vocabularies(models):
+    opts = models["a"].config.decode
+    with pytest.raises(ValueError, match="target vocabularies differ \\(entry 4 is '0' and 'a'\\)"):
+        translate_lines([models["a"], models["letters"]], LINES, opts)
+    with pytest.raises(ValueError, match="target vocabularies differ \\(14 and 15 entries\\)"):
+        translate_lines([models["a"], models["more"]], LINES, opts)
+
+
+def test_sampling_options_reach_the_search(models):
+    loaded = models["a"]
+    opts = decode_options(loaded.config.decode, sample=True, num_samples=3, seed=5, temperature=1.5)
+    first, _ = translate_lines(loaded, LINES, opts)
+    assert [len(row) for row in first] == [3, 1, 3, 3, 3] and first[1][0].text == ""
+    assert texts(translate_lines(loaded, LINES, opts)[0]) == texts(first)
+    small_batches = decode_options(opts, max_tokens=4)  # other batching, same samples
+    assert texts(translate_lines(loaded, LINES, small_batches)[0]) == texts(first)
+    other_seed = decode_options(opts, seed=6)
+    assert texts(translate_lines(loaded, LINES, other_seed)[0]) != texts(first)
+    top1 = decode_options(opts, top_k=1, num_samples=1)
+    greedy, _ = translate_lines(loaded, LINES, loaded.config.decode, greedy=True)
+    assert texts(translate_lines(loaded, LINES, top1)[0]) == texts(greedy)
+    with pytest.raises(ValueError, match="greedy search and sampling exclude each other"):
+        translate_lines(loaded, LINES, opts, greedy=True)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "temperature",
+            0,
+            "--temperature: Input should be greater than 0 (sampling temperature; 0 < t <= 100)",
+        ),
+        ("temperature", float("inf"), "--temperature: "),
+        ("top_k", -1, "--top-k: Input should be greater than or equal to 0 (sample among the k most"),
+        ("top_p", 0.0, "--top-p: Input should be greater than 0 (sample in the smallest set"),
+        ("top_p", 1.5, "--top-p: Input should be less than or equal to 1 (sample in the smallest set"),
+        (
+            "num_samples",
+            0,
+            "--num-samples: Input should be greater than or equal to 1 (samples per input; 1..1000)",
+        ),
+        ("seed", -1, "--seed: Input should be greater than or equal to 0"),
+    ],
+)
+def test_sampling_options_are_validated_in_one_line(option, value, message):
+    with pytest.raises(ConfigError) as err:
+        decode_options(DecodeConfig(), **{option: value})
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_forced_prefixes_through_translate_lines(models):
+    loaded = models["a"]
+    prefixes = ["7 7", "", "", "1", "3 3 3"]
+    for greedy in (False, True):
+        outputs, _ = translate_lines(loaded, LINES, loaded.config.decode, greedy=greedy, prefixes=prefixes)
+        for line, prefix, row in zip(LINES, prefixes, outputs, strict=True):
+            if line:
+                assert row[0].text.startswith(prefix)
+    with pytest.raises(
+        ValueError, match="input 5: the forced prefix has 8 tokens, more than the maximum output"
+    ):
+        translate_lines(loaded, LINES, loaded.config.decode, prefixes=["", "", "", "", "1 " * 8])
+    with pytest.raises(ValueError, match="2 forced prefixes for 5 input lines"):
+        translate_lines(loaded, LINES, loaded.config.decode, prefixes=["", ""])
+
+
+def test_score_lines_scores_what_search_found(models):
+    """With alpha = 0 each beam output's score is its log-probability, so scoring the output ids
+    gives it back (without the EOS term for an output stopped at the length limit); score_lines
+    on text equals score_all on the encoded ids."""
+    loaded = models["b"]
+    opts = decode_options(loaded.config.decode, alpha=0.0, max_len_b=6)
+    sources = [loaded.src_vocab.encode(line) for line in LINES]
+    found = [hyps[0] for hyps in decode_all(loaded.model, sources, opts) if hyps]
+    scores = score_all(loaded.model, [s for s in sources if s], [h.tokens for h in found], per_token=True)
+    for src, h, s in zip([s for s in sources if s], found, scores, strict=True):
+        ended = len(h.tokens) < len(src) + 6
+        assert math.isclose(h.log_prob, s.log_prob if ended else sum(s.tokens[:-1]), abs_tol=1e-4)
+    targets = ["3 2 1", "4", "", "9 9", "1 2 3 4 5 6"]
+    by_line = score_lines(loaded, LINES, targets, per_token=True)
+    by_ids = score_all(loaded.model, sources, [loaded.tgt_vocab.encode(t) for t in targets], per_token=True)
+    for x, y in zip(by_line, by_ids, strict=True):
+        assert x.tokens == pytest.approx(y.tokens, abs=1e-6)
+    ensemble = score_lines([loaded, models["a"]], LINES, targets)
+    assert all(math.isfinite(s.log_prob) for s in ensemble)
+    with pytest.raises(ValueError, match="5 source lines and 2 target lines"):
+        score_lines(loaded, LINES, targets[:2])

@@ -1,0 +1,55 @@
+"""Random tiny encoder-decoders and an independent log-probability loop, for decoding tests."""
+
+import torch
+
+from transduce.config import load_config
+from transduce.data.vocab import BOS, EOS, PAD
+from transduce.model import build_model
+
+
+def tiny_model(vocab=6, seed=0, sharpen=4.0, overrides=()):
+    """d=16, one encoder and two decoder layers, no dropout; the output weights multiplied by
+    `sharpen` give more varied next-token distributions than the default initialisation."""
+    torch.manual_seed(seed)
+    cfg = load_config(
+        "small",
+        [
+            "model.d_model=16",
+            "model.heads=2",
+            "model.d_ff=32",
+            "model.encoder_layers=1",
+            "model.decoder_layers=2",
+            "model.dropout=0",
+            *overrides,
+        ],
+    ).model
+    model = build_model(cfg, vocab, vocab).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(sharpen)
+    return model
+
+
+def batch(rows):
+    """Source ids -> (batch, m) with EOS and right padding."""
+    width = max(len(r) for r in rows) + 1
+    return torch.tensor([[*r, EOS] + [PAD] * (width - len(r) - 1) for r in rows])
+
+
+@torch.no_grad()
+def next_log_probs(model, src_row, prefix):
+    """log P(. | prefix, source) from one uncached decoder pass over [BOS] + prefix (vocab,)."""
+    memory = model.encode(torch.tensor([src_row]))
+    return model.decode(torch.tensor([[BOS, *prefix]]), memory)[0, -1].float().log_softmax(-1)
+
+
+def token_log_probs(model, src_row, seq):
+    """Each token's log-probability, one uncached pass per position: no batching, padding or cache."""
+    return [float(next_log_probs(model, src_row, seq[:i])[t]) for i, t in enumerate(seq)]
+
+
+@torch.no_grad()
+def sequence_log_probs(model, src_row, seq):
+    """Each token's log-probability from one uncached pass over one unpadded sequence."""
+    memory = model.encode(torch.tensor([src_row]))
+    logp = model.decode(torch.tensor([[BOS, *seq[:-1]]]), memory)[0].float().log_softmax(-1)
+    return [float(logp[i, t]) for i, t in enumerate(seq)]
