@@ -89,6 +89,15 @@ def fifo(tmp: Path, name: str) -> str:
     return str(tmp / name)
 
 
+def fifo_corpus(run: Path, tmp: Path) -> list[str]:
+    corpus = tmp / "c"
+    corpus.mkdir()
+    for name in ("train.de", "dev.en", "dev.de"):
+        (corpus / name).write_text("a b\n")
+    fifo(corpus, "train.en")
+    return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "-o", str(tmp / "out")]
+
+
 def npy_fifo(run: Path, tmp: Path) -> list[str]:
     data = dataset_copy(run, tmp)
     (data / "dev.src.tokens.npy").unlink()
@@ -176,6 +185,7 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("attention on an empty source", lambda r, t: ["attention", str(r), " ", "-o", str(t / "a")], "empty"),
     ("config file a named pipe", lambda r, t: ["train", fifo(t, "c.toml"), *TINY], "not a regular file"),
     ("dataset array a named pipe", npy_fifo, "not a regular file"),
+    ("corpus file a named pipe", fifo_corpus, "not a regular file"),
     (
         "syntax-aware model on data without trees",
         lambda r, t: ["train", "small", *TINY, "model.syntax_mask=hard", "--run-dir", str(t / "t")],

@@ -44,7 +44,11 @@ def test_packed_model_decodes_the_same_tokens_and_leaves_the_original_alone():
     tgt = torch.randint(4, 200, (6, 9))
     with torch.no_grad():
         assert torch.allclose(packed(src, tgt).logits, model(src, tgt).logits, atol=1e-4)
-    for ours, ref in zip(greedy(packed, src, 0.0, 12), greedy(model, src, 0.0, 12), strict=True):
+    for ours, ref in zip(
+        greedy(packed, src, max_len_a=0.0, max_len_b=12),
+        greedy(model, src, max_len_a=0.0, max_len_b=12),
+        strict=True,
+    ):
         assert ours.tokens == ref.tokens and ours.score == pytest.approx(ref.score, abs=1e-4)
     beams = beam_search(packed, src, beam=4, max_len_b=12, nbest=4)
     for ours, ref in zip(beams, beam_search(model, src, beam=4, max_len_b=12, nbest=4), strict=True):

@@ -99,9 +99,7 @@ def test_first_token_frequencies_match_the_model(temperature, top_k, top_p):
     appear. The same counts compared with a sharper (T/2) distribution fail, so the test has power."""
     model = tiny_model(vocab=8, seed=0, sharpen=2.0)
     row, n = [4, 5, 6, EOS], 4000
-    drawn = sample(
-        model, torch.tensor([row]), temperature, top_k, top_p, n, max_len_a=0, max_len_b=1, seeds=[123]
-    )
+    drawn = sample(model, torch.tensor([row]), temperature, [123], top_k, top_p, n, max_len_a=0, max_len_b=1)
     counts: dict[int, int] = {}
     for h in drawn[0]:
         first = h.tokens[0] if h.tokens else EOS

@@ -35,7 +35,9 @@ def test_best_beam_score_equals_the_score_of_its_output():
         model = tiny_model(vocab=12, seed=seed, sharpen=1.0)  # flatter: EOS comes sooner
         src = batch(ROWS)
         nbest = beam_search(model, src, beam=4, alpha=0.0, nbest=3, max_len_a=0.0, max_len_b=limit)
-        outputs = [n[rank] for rank in range(3) for n in nbest] + greedy(model, src, 0.0, limit)
+        outputs = [n[rank] for rank in range(3) for n in nbest] + greedy(
+            model, src, max_len_a=0.0, max_len_b=limit
+        )
         rows = torch.cat([src] * 4)
         for h, s in zip(
             outputs, score(model, rows, [h.tokens for h in outputs], per_token=True), strict=True

@@ -36,6 +36,16 @@ class ReadStats:
     kept_lines: list[int] = field(default_factory=list)  # 0-based line numbers of the kept pairs
 
 
+def require_corpus_file(path: Path, hint: str = "") -> None:
+    """A corpus file must be a regular file: a pipe or device would block or never end."""
+    if not path.exists():
+        raise CorpusError(f"{path}: file not found{hint}")
+    if path.is_dir():
+        raise CorpusError(f"{path}: a directory, not a text file")
+    if not path.is_file():
+        raise CorpusError(f"{path}: not a regular file (a pipe or device); give a corpus file")
+
+
 def read_lines(path: Path) -> list[str]:
     """Decode a file line by line as UTF-8 ('\\n' separated, one trailing newline allowed)."""
     if not path.exists():
@@ -90,8 +100,7 @@ def read_parallel(
     """Validated, aligned source/target segments; empty pairs and pairs with control
     characters skipped (counted) or rejected."""
     for path in (src_path, tgt_path):
-        if path.exists() and not path.is_dir() and not path.is_file():
-            raise CorpusError(f"{path}: not a regular file (a pipe or device); give a corpus file")
+        require_corpus_file(path)
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise CorpusError(f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")

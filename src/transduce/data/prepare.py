@@ -12,7 +12,7 @@ from rich.progress import Progress
 
 from ..config import load_config
 from ..fileio import check_output_dir
-from .corpus import CorpusError, ReadStats, read_parallel
+from .corpus import CorpusError, ReadStats, read_parallel, require_corpus_file
 from .dataset import Dataset, Split, content_hash, is_up_to_date, prepare_task, write_dataset
 from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
 from .trees import linearise, read_treebank
@@ -151,8 +151,7 @@ def prepare_text(
     if fmt.trees is not None:
         files += [data_dir / f"{n}.{opts.src}.{fmt.trees}" for n in names]
     for f in files:
-        if not f.exists():
-            raise CorpusError(f"{f}: file not found (expected train.*, dev.* and optional test.* files)")
+        require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
     digest = content_hash(files, asdict(opts))
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
@@ -254,8 +253,7 @@ def prepare_parse(
     names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{suffix}").exists()]
     files = [data_dir / f"{n}.{suffix}" for n in names]
     for f in files:
-        if not f.exists():
-            raise CorpusError(f"{f}: file not found (expected train.{suffix}, dev.{suffix}, optional test.*)")
+        require_corpus_file(f, f" (expected train.{suffix}, dev.{suffix}, optional test.*)")
     digest = content_hash(files, {"kind": "parse", "max_len": max_len})
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}

@@ -17,12 +17,13 @@ one-by-one sampling agree, and `decode_all` results do not change with the token
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .search import Hypothesis, Seq2Seq, check_prefixes, left_to_right, length_limits
+from .search import Hypothesis, SearchOptions, Seq2Seq, left_to_right, start
 
 
 def check_sampling(temperature: float, top_k: int, top_p: float, num_samples: int = 1) -> None:
@@ -79,15 +80,11 @@ def sample(
     model: Seq2Seq,
     src: Tensor,
     temperature: float = 1.0,
+    seeds: Sequence[int] | None = None,
     top_k: int = 0,
     top_p: float = 1.0,
     num_samples: int = 1,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 0,
-    source: dict[str, Tensor] | None = None,
-    prefixes: Sequence[Sequence[int]] | None = None,
-    seeds: Sequence[int] | None = None,
+    **options: Unpack[SearchOptions],
 ) -> list[list[Hypothesis]]:
     """`num_samples` outputs per source of the batch (batch, m), in the order drawn.
 
@@ -97,8 +94,8 @@ def sample(
     output is repeated for the samples, which are decoded together with the KV cache."""
     check_sampling(temperature, top_k, top_p, num_samples)
     batch, n = src.shape[0], num_samples
-    limits = length_limits(src, max_len_a, max_len_b)
-    forced = check_prefixes(prefixes, limits)
+    begun = start(model, src, options)
+    limits, forced, memory = begun.limits, begun.prefixes, begun.memory
     if seeds is None:
         seeds = torch.randint(0, 2**62, (batch,)).tolist()
     if len(seeds) != batch:
@@ -114,11 +111,10 @@ def sample(
         uniforms = torch.cat([torch.rand(1, generator=generators[r], dtype=torch.float64) for r in rows])
         return draw(probs, uniforms.to(probs.device))
 
-    memory = model.encode(src, **(source or {}))
     of = [i for i in range(batch) for _ in range(n)]  # the source of each sequence
     if n > 1:
         memory = memory.select(torch.tensor(of, device=src.device))
     flat = left_to_right(
-        model, memory, [limits[i] for i in of], choose, min_len, [forced[i] for i in of], src.device
+        model, memory, [limits[i] for i in of], choose, begun.min_len, [forced[i] for i in of], src.device
     )
     return [flat[i * n : (i + 1) * n] for i in range(batch)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import torch
 from torch import Tensor
@@ -181,24 +181,43 @@ def _most_probable(logp: Tensor, rows: list[int]) -> Tensor:
     return logp.argmax(-1)
 
 
-@torch.no_grad()
-def greedy(
-    model: Seq2Seq,
-    src: Tensor,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 0,
-    source: dict[str, Tensor] | None = None,
-    prefixes: Sequence[Sequence[int]] | None = None,
-) -> list[Hypothesis]:
-    """Most probable next token at every step, for a batch of sources (batch, m).
+class SearchOptions(TypedDict, total=False):
+    """What every search takes besides its own settings (defaults in brackets)."""
 
-    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them.
-    prefixes: per source, target token ids forced first (see the module docstring)."""
-    limits = length_limits(src, max_len_a, max_len_b)
-    forced = check_prefixes(prefixes, limits)
-    memory = model.encode(src, **(source or {}))
-    return left_to_right(model, memory, limits, _most_probable, min_len, forced, src.device)
+    max_len_a: float  # outputs of at most a * source length + b tokens [1.0]
+    max_len_b: int  # [50]
+    min_len: int  # no EOS before this many tokens [0]
+    source: (
+        dict[str, Tensor] | None
+    )  # extra encoder inputs (factors, syntax), as annotation_tensors makes them
+    prefixes: Sequence[Sequence[int]] | None  # per source, target token ids forced first
+
+
+@dataclass
+class Start:
+    """A search's starting point: the encoded sources, their length limits and prefixes."""
+
+    memory: Any
+    limits: list[int]
+    prefixes: list[list[int]]
+    min_len: int
+
+
+def start(model: Seq2Seq, src: Tensor, options: SearchOptions) -> Start:
+    """Check the options (prefixes against the limits) and encode the sources once."""
+    limits = length_limits(src, options.get("max_len_a", 1.0), options.get("max_len_b", 50))
+    prefixes = check_prefixes(options.get("prefixes"), limits)
+    memory = model.encode(src, **(options.get("source") or {}))
+    return Start(memory, limits, prefixes, options.get("min_len", 0))
+
+
+@torch.no_grad()
+def greedy(model: Seq2Seq, src: Tensor, **options: Unpack[SearchOptions]) -> list[Hypothesis]:
+    """Most probable next token at every step, for a batch of sources (batch, m)."""
+    begun = start(model, src, options)
+    return left_to_right(
+        model, begun.memory, begun.limits, _most_probable, begun.min_len, begun.prefixes, src.device
+    )
 
 
 @torch.no_grad()
@@ -207,12 +226,8 @@ def beam_search(
     src: Tensor,
     beam: int = 4,
     alpha: float = 0.6,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    min_len: int = 0,
     nbest: int = 1,
-    source: dict[str, Tensor] | None = None,
-    prefixes: Sequence[Sequence[int]] | None = None,
+    **options: Unpack[SearchOptions],
 ) -> list[list[Hypothesis]]:
     """Batched beam search with the length penalty; returns the n best per sentence.
 
@@ -224,10 +239,9 @@ def beam_search(
     ends (every other candidate has probability 0), then search branches out from it.
     """
     batch, k = src.shape[0], beam
-    limits = length_limits(src, max_len_a, max_len_b)
-    forced_prefixes = check_prefixes(prefixes, limits)
+    begun = start(model, src, options)
+    limits, forced_prefixes, memory, min_len = begun.limits, begun.prefixes, begun.memory, begun.min_len
     longest_prefix = max(len(p) for p in forced_prefixes)
-    memory = model.encode(src, **(source or {}))
     cache = model.new_cache()
     scores = torch.full((batch, k), -math.inf, device=src.device)
     scores[:, 0] = 0.0

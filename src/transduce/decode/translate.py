@@ -12,7 +12,7 @@ from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
 from .sampling import sample, stream_seed
-from .search import Hypothesis, beam_search, check_prefix, greedy, max_output_length
+from .search import Hypothesis, SearchOptions, beam_search, check_prefix, greedy, max_output_length
 
 
 def decode_all(
@@ -59,37 +59,23 @@ def decode_all(
             extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
             extra = {k: v.to(device) for k, v in extra.items()}
         forced = [prefixes[i] for i in idx] if prefixes is not None else None
+        options = SearchOptions(
+            max_len_a=cfg.max_len_a,
+            max_len_b=cfg.max_len_b,
+            min_len=cfg.min_len,
+            source=extra,
+            prefixes=forced,
+        )
         if cfg.sample:
             assert base_seed is not None
+            seeds = [stream_seed(base_seed, i) for i in idx]
             hyps = sample(
-                model,
-                src,
-                cfg.temperature,
-                cfg.top_k,
-                cfg.top_p,
-                cfg.num_samples,
-                cfg.max_len_a,
-                cfg.max_len_b,
-                cfg.min_len,
-                extra,
-                forced,
-                seeds=[stream_seed(base_seed, i) for i in idx],
+                model, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
             )
         elif use_greedy:
-            hyps = [[h] for h in greedy(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len, extra, forced)]
+            hyps = [[h] for h in greedy(model, src, **options)]
         else:
-            hyps = beam_search(
-                model,
-                src,
-                cfg.beam,
-                cfg.alpha,
-                cfg.max_len_a,
-                cfg.max_len_b,
-                cfg.min_len,
-                cfg.nbest,
-                extra,
-                forced,
-            )
+            hyps = beam_search(model, src, cfg.beam, cfg.alpha, cfg.nbest, **options)
         for i, h in zip(idx, hyps, strict=True):
             results[i] = h
         if on_batch is not None:
