@@ -6,6 +6,7 @@ from itertools import chain
 
 import pytest
 import torch
+from tiny_models import SIZES
 
 from transduce.config import ConfigError, DecodeConfig, load_config
 from transduce.data.vocab import SymbolVocab
@@ -25,19 +26,7 @@ LINES = ["1 2 3", "", "4 5", "6 7 8 9 1", "2"]
 def checkpoint(path, symbols, seed):
     torch.manual_seed(seed)
     vocab = SymbolVocab(symbols)
-    cfg = load_config(
-        "small",
-        [
-            "model.d_model=16",
-            "model.heads=2",
-            "model.d_ff=32",
-            "model.encoder_layers=1",
-            "model.decoder_layers=1",
-            "model.dropout=0",
-            "decode.beam=3",
-            "decode.max_len_b=6",
-        ],
-    )
+    cfg = load_config("small", [*SIZES, "model.decoder_layers=1", "decode.beam=3", "decode.max_len_b=6"])
     model = build_model(cfg.model, len(vocab), len(vocab))
     with torch.no_grad():
         model.output.weight.mul_(3.0)  # more varied outputs than the default initialisation

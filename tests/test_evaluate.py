@@ -3,6 +3,7 @@
 import math
 
 import sacrebleu
+from tiny_models import SIZES
 from typer.testing import CliRunner
 
 from transduce.cli import app
@@ -41,18 +42,7 @@ def test_accuracy_counts_positions_and_exact_matches():
 
 def random_checkpoint(path):
     vocab = SymbolVocab([str(i) for i in range(10)])
-    cfg = load_config(
-        "small",
-        [
-            "model.d_model=16",
-            "model.heads=2",
-            "model.d_ff=32",
-            "model.encoder_layers=1",
-            "model.decoder_layers=1",
-            "decode.beam=2",
-            "decode.max_len_b=3",
-        ],
-    )
+    cfg = load_config("small", [*SIZES, "model.decoder_layers=1", "decode.beam=2", "decode.max_len_b=3"])
     model = build_model(cfg.model, len(vocab), len(vocab))
     vocab_dir = path.parent / "vocab"
     vocab_dir.mkdir()

@@ -5,32 +5,14 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_model as shared_tiny_model
 
-from transduce.config import load_config
 from transduce.data.vocab import EOS, UNK
 from transduce.decode.search import beam_search, greedy, length_penalty
-from transduce.model import build_model
 
 
 def tiny_model(vocab=6, seed=0, norm="post", transition="ffn"):
-    torch.manual_seed(seed)
-    cfg = load_config(
-        "small",
-        [
-            "model.d_model=16",
-            "model.heads=2",
-            "model.d_ff=32",
-            "model.encoder_layers=1",
-            "model.decoder_layers=2",
-            "model.dropout=0",
-            f"model.norm={norm}",
-            f"model.transition={transition}",
-        ],
-    ).model
-    model = build_model(cfg, vocab, vocab).eval()
-    with torch.no_grad():  # sharper, more varied distributions than the default init
-        model.output.weight.mul_(4.0)
-    return model
+    return shared_tiny_model(vocab, seed, overrides=[f"model.norm={norm}", f"model.transition={transition}"])
 
 
 def sequence_log_prob(model, src, seq):

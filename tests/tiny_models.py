@@ -6,23 +6,14 @@ from transduce.config import load_config
 from transduce.data.vocab import BOS, EOS, PAD
 from transduce.model import build_model
 
+SIZES = ["model.d_model=16", "model.heads=2", "model.d_ff=32", "model.encoder_layers=1", "model.dropout=0"]
+
 
 def tiny_model(vocab=6, seed=0, sharpen=4.0, overrides=()):
     """d=16, one encoder and two decoder layers, no dropout; the output weights multiplied by
     `sharpen` give more varied next-token distributions than the default initialisation."""
     torch.manual_seed(seed)
-    cfg = load_config(
-        "small",
-        [
-            "model.d_model=16",
-            "model.heads=2",
-            "model.d_ff=32",
-            "model.encoder_layers=1",
-            "model.decoder_layers=2",
-            "model.dropout=0",
-            *overrides,
-        ],
-    ).model
+    cfg = load_config("small", [*SIZES, "model.decoder_layers=2", *overrides]).model
     model = build_model(cfg, vocab, vocab).eval()
     with torch.no_grad():
         model.output.weight.mul_(sharpen)
