@@ -384,6 +384,8 @@ def test_disk_full_while_preparing_keeps_the_earlier_dataset(tmp_path, monkeypat
     [
         ("--vocab-size=0", "--vocab-size must be from 8"),
         ("--max-len=0", "--max-len must be >= 1"),
+        ("--max-ratio=nan", "--max-ratio must be a number >= 0"),
+        ("--max-ratio=-1", "--max-ratio must be a number >= 0"),
         ("--empty=drop", "--empty 'drop': allowed: skip, reject"),
     ],
 )

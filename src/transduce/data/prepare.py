@@ -54,8 +54,8 @@ def ratio_limit(given: float | None, source_format: str) -> float | None:
     default, off for tree sources, whose bracket tokens make them several times longer."""
     if given is None:
         return None if source_format == "tree" else 3.0
-    if given < 0:
-        raise CorpusError(f"--max-ratio must be >= 0 (0 = off), not {given}")
+    if not given >= 0:  # NaN too
+        raise CorpusError(f"--max-ratio must be a number >= 0 (0 = off), not {given}")
     return given or None
 
 
