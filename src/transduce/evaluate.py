@@ -9,16 +9,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch import nn
+
 from .config import DecodeConfig
 from .data.dataset import Dataset, DatasetError
+from .data.source import SourceAnnotation
 from .data.tasks import SPLITS, generate_split
 from .data.trees import Tree
 from .decode.pipeline import encode_lines, translate_lines
+from .decode.scoring import score_all
 from .decode.translate import decode_all
 from .evalb import BracketScore
-from .metrics import Accuracy, BleuReport, accuracy, corpus_scores, perplexity, reference_nll
+from .metrics import Accuracy, BleuReport, accuracy, corpus_scores, perplexity
 from .parsing import score_outputs
 from .store.load import LoadedModel
+
+
+def reference_nll(
+    model: nn.Module,
+    sources: list[list[int]],
+    references: list[list[int]],
+    annotations: list[SourceAnnotation] | None = None,
+) -> tuple[float, int]:
+    """Summed negative log-likelihood of the references (EOS included) given their non-empty
+    sources, by forced decoding, and the number of tokens scored."""
+    keep = [i for i, s in enumerate(sources) if s]
+    scores = score_all(
+        model,
+        [sources[i] for i in keep],
+        [references[i] for i in keep],
+        annotations=[annotations[i] for i in keep] if annotations is not None else None,
+    )
+    return -sum(s.log_prob for s in scores), sum(len(references[i]) + 1 for i in keep)
 
 
 @dataclass

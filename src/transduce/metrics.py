@@ -6,12 +6,6 @@ import math
 from dataclasses import dataclass
 
 import sacrebleu
-import torch
-
-from .data.batching import annotation_tensors, encode_sources
-from .data.source import SourceAnnotation
-from .data.vocab import BOS, EOS
-from .model.transformer import EncoderDecoder
 
 
 @dataclass
@@ -61,24 +55,3 @@ def corpus_scores(hypotheses: list[str], references: list[str], *more: list[str]
     c = chrf.corpus_score(hypotheses, streams)
     tok = sacrebleu.metrics.BLEU(tokenize="intl").corpus_score(hypotheses, streams)
     return BleuReport(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), tok.score)
-
-
-@torch.no_grad()
-def reference_nll(
-    model: EncoderDecoder,
-    sources: list[list[int]],
-    targets: list[list[int]],
-    annotations: list[SourceAnnotation] | None = None,
-) -> tuple[float, int]:
-    """Summed negative log-likelihood of references given sources, and the token count (with EOS)."""
-    total, tokens = 0.0, 0
-    for i, (s, t) in enumerate(zip(sources, targets, strict=True)):
-        if not s:
-            continue
-        src = encode_sources([s])
-        extra = annotation_tensors([annotations[i]], src.shape[1]) if annotations is not None else {}
-        logits = model(src, torch.tensor([[BOS, *t]]), **extra).logits
-        target = torch.tensor([*t, EOS])
-        total += float(torch.nn.functional.cross_entropy(logits[0].float(), target, reduction="sum"))
-        tokens += len(target)
-    return total, tokens
