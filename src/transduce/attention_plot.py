@@ -14,7 +14,7 @@ from .data.vocab import BOS
 from .decode.pipeline import encode_lines
 from .decode.search import greedy
 from .model.attention import record_attention
-from .model.transformer import EncoderDecoder
+from .model.transformer import EncoderDecoder, ModelOutput
 from .store.load import LoadedModel
 
 MAX_PLOT_TOKENS = 200  # a heat map's labels stay readable, and plotting stays quick
@@ -33,6 +33,10 @@ class Example:
 
     def tgt_labels(self, loaded: LoadedModel) -> list[str]:
         return ["<s>", *(loaded.tgt_vocab.token(i) for i in self.tgt_ids)]
+
+    def forward(self, model: EncoderDecoder) -> ModelOutput:
+        """The teacher-forced pass over this example (<s> + target as decoder input)."""
+        return model(encode_sources([self.src_ids]), torch.tensor([[BOS, *self.tgt_ids]]), **self.source)
 
 
 def make_example(loaded: LoadedModel, source: str, target: str | None, trees: Path | None = None) -> Example:
@@ -56,7 +60,7 @@ def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list
     """Weights per kind ('encoder', 'decoder', 'cross'), one (heads, queries, keys) tensor per
     layer (per recurrent step for a Universal Transformer)."""
     with record_attention(model) as records:
-        model(encode_sources([example.src_ids]), torch.tensor([[BOS, *example.tgt_ids]]), **example.source)
+        example.forward(model)
     kinds: dict[str, list[Tensor]] = {"encoder": [], "decoder": [], "cross": []}
     for name, calls in records.items():
         side, module = name.split(".")[0], name.split(".")[-1]
@@ -79,8 +83,7 @@ def check_selection(
 @torch.no_grad()
 def ponder_steps(model: EncoderDecoder, example: Example) -> dict[str, Tensor]:
     """ACT steps per position by side: 'encoder' over the source + EOS, 'decoder' over <s> + target."""
-    out = model(encode_sources([example.src_ids]), torch.tensor([[BOS, *example.tgt_ids]]), **example.source)
-    return {side: p.steps[0] for side, p in out.ponder.items()}
+    return {side: p.steps[0] for side, p in example.forward(model).ponder.items()}
 
 
 def plot_attention(

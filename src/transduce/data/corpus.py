@@ -36,22 +36,24 @@ class ReadStats:
     kept_lines: list[int] = field(default_factory=list)  # 0-based line numbers of the kept pairs
 
 
-def require_corpus_file(path: Path, hint: str = "") -> None:
-    """A corpus file must be a regular file: a pipe or device would block or never end."""
+def _require_readable(path: Path, hint: str = "") -> None:
     if not path.exists():
         raise CorpusError(f"{path}: file not found{hint}")
     if path.is_dir():
         raise CorpusError(f"{path}: a directory, not a text file")
+
+
+def require_corpus_file(path: Path, hint: str = "") -> None:
+    """A corpus file must be a regular file: a pipe or device would block or never end."""
+    _require_readable(path, hint)
     if not path.is_file():
         raise CorpusError(f"{path}: not a regular file (a pipe or device); give a corpus file")
 
 
 def read_lines(path: Path) -> list[str]:
-    """Decode a file line by line as UTF-8 ('\\n' separated, one trailing newline allowed)."""
-    if not path.exists():
-        raise CorpusError(f"{path}: file not found")
-    if path.is_dir():
-        raise CorpusError(f"{path}: a directory, not a text file")
+    """Decode a file line by line as UTF-8 ('\\n' separated, one trailing newline allowed).
+    A pipe is read to its end (`translate -i <(...)`); corpora use `require_corpus_file`."""
+    _require_readable(path)
     return decode_lines(path.read_bytes(), str(path))
 
 

@@ -114,6 +114,9 @@ def read_meta(path: Path) -> CheckpointMeta:
     return meta
 
 
+TRAINER_KEYS = {"optimizer", "sampler", "state"}  # what resuming reads from trainer.json
+
+
 def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
     """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
     path = Path(path)
@@ -147,9 +150,6 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
     if with_trainer and not (isinstance(trainer, dict) and trainer.keys() >= TRAINER_KEYS):
         raise CheckpointError(f"{path / 'trainer.json'}: damaged (needs {', '.join(sorted(TRAINER_KEYS))})")
     return Checkpoint(path, config, meta, weights, trainer, tensors)
-
-
-TRAINER_KEYS = {"optimizer", "sampler", "state"}
 
 
 def load_weights(model: nn.Module, weights: dict[str, Tensor]) -> None:
