@@ -5,52 +5,27 @@ import math
 from itertools import chain
 
 import pytest
-import torch
-from tiny_models import SIZES
+from tiny_models import DIGITS, saved_checkpoint
 
-from transduce.config import ConfigError, DecodeConfig, load_config
-from transduce.data.vocab import SymbolVocab
+from transduce.config import ConfigError, DecodeConfig
 from transduce.decode.pipeline import decode_options, score_lines, translate_lines
 from transduce.decode.scoring import score_all
 from transduce.decode.translate import decode_all
-from transduce.model import build_model
-from transduce.store.checkpoint import save_checkpoint, state_tensors
-from transduce.store.load import load_model
-from transduce.store.meta import CheckpointMeta
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 LINES = ["1 2 3", "", "4 5", "6 7 8 9 1", "2"]
 
 
-def checkpoint(path, symbols, seed):
-    torch.manual_seed(seed)
-    vocab = SymbolVocab(symbols)
-    cfg = load_config("small", [*SIZES, "model.decoder_layers=1", "decode.beam=3", "decode.max_len_b=6"])
-    model = build_model(cfg.model, len(vocab), len(vocab))
-    with torch.no_grad():
-        model.output.weight.mul_(3.0)  # more varied outputs than the default initialisation
-    (path.parent / f"{path.name}-vocab").mkdir()
-    vocab.save(path.parent / f"{path.name}-vocab" / "src")
-    meta = CheckpointMeta(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab))
-    save_checkpoint(
-        path, state_tensors(model), cfg, meta, [path.parent / f"{path.name}-vocab" / "src.symbols.json"]
-    )
-    return load_model(path)
-
-
-DIGITS = [str(i) for i in range(10)]
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline")
     return {
-        "a": checkpoint(tmp / "a", DIGITS, 1),
-        "a-again": checkpoint(tmp / "a-again", DIGITS, 1),
-        "b": checkpoint(tmp / "b", DIGITS, 2),
-        "letters": checkpoint(tmp / "letters", list("abcdefghij"), 3),
-        "more": checkpoint(tmp / "more", [*DIGITS, "x"], 4),
+        "a": saved_checkpoint(tmp / "a", DIGITS, 1),
+        "a-again": saved_checkpoint(tmp / "a-again", DIGITS, 1),
+        "b": saved_checkpoint(tmp / "b", DIGITS, 2),
+        "letters": saved_checkpoint(tmp / "letters", list("abcdefghij"), 3),
+        "more": saved_checkpoint(tmp / "more", [*DIGITS, "x"], 4),
     }
 
 

@@ -3,9 +3,13 @@
 import torch
 
 from transduce.config import load_config
-from transduce.data.vocab import BOS, EOS, PAD
+from transduce.data.vocab import BOS, EOS, PAD, SymbolVocab
 from transduce.model import build_model
+from transduce.store.checkpoint import save_checkpoint, state_tensors
+from transduce.store.load import LoadedModel, load_model
+from transduce.store.meta import CheckpointMeta
 
+DIGITS = [str(i) for i in range(10)]
 SIZES = ["model.d_model=16", "model.heads=2", "model.d_ff=32", "model.encoder_layers=1", "model.dropout=0"]
 
 
@@ -44,3 +48,21 @@ def sequence_log_probs(model, src_row, seq):
     memory = model.encode(torch.tensor([src_row]))
     logp = model.decode(torch.tensor([[BOS, *seq[:-1]]]), memory)[0].float().log_softmax(-1)
     return [float(logp[i, t]) for i, t in enumerate(seq)]
+
+
+def saved_checkpoint(path, symbols, seed) -> LoadedModel:
+    """A random tiny model over a symbol vocabulary (beam 3, outputs of at most m + 6 tokens)
+    saved as a checkpoint at `path` and loaded back."""
+    torch.manual_seed(seed)
+    vocab = SymbolVocab(symbols)
+    cfg = load_config("small", [*SIZES, "model.decoder_layers=1", "decode.beam=3", "decode.max_len_b=6"])
+    model = build_model(cfg.model, len(vocab), len(vocab))
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)  # more varied outputs than the default initialisation
+    (path.parent / f"{path.name}-vocab").mkdir()
+    vocab.save(path.parent / f"{path.name}-vocab" / "src")
+    meta = CheckpointMeta(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab))
+    save_checkpoint(
+        path, state_tensors(model), cfg, meta, [path.parent / f"{path.name}-vocab" / "src.symbols.json"]
+    )
+    return load_model(path)

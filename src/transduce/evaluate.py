@@ -6,6 +6,7 @@ the CLI only prints it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from .data.dataset import Dataset, DatasetError
 from .data.source import SourceAnnotation
 from .data.tasks import SPLITS, generate_split
 from .data.trees import Tree
-from .decode.pipeline import encode_lines, translate_lines
+from .decode.pipeline import Loaded, decoding_model, encode_lines, translate_lines
 from .decode.scoring import score_all
 from .decode.translate import decode_all
 from .evalb import BracketScore
@@ -59,22 +60,26 @@ class SplitReport:
 
 
 def evaluate_text(
-    loaded: LoadedModel,
+    loaded: Loaded,
     sources: list[str],
     references: list[list[str]],
     options: DecodeConfig,
     greedy: bool = False,
     trees: Path | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> TextReport:
-    """BLEU/chrF of the model's translations against one or more reference sets, and the
-    perplexity of the first set."""
+    """BLEU/chrF of the model's (or ensemble's) translations against one or more reference sets,
+    and the perplexity of the first set."""
     for number, refs in enumerate(references, 1):
         if len(refs) != len(sources):
             raise ValueError(f"reference set {number} has {len(refs)} lines, the source {len(sources)}")
-    outputs, encoded = translate_lines(loaded, sources, options, greedy=greedy, trees=trees)
+    outputs, encoded = translate_lines(
+        loaded, sources, options, greedy=greedy, trees=trees, on_batch=on_batch
+    )
     scores = corpus_scores([o[0].text for o in outputs], *references)
-    refs = [loaded.tgt_vocab.encode(r) for r in references[0]]
-    nll, tokens = reference_nll(loaded.model, encoded.sources, refs, encoded.annotations)
+    reader, model = decoding_model(loaded)
+    refs = [reader.tgt_vocab.encode(r) for r in references[0]]
+    nll, tokens = reference_nll(model, encoded.sources, refs, encoded.annotations)
     return TextReport(scores, perplexity(nll, tokens), tokens)
 
 
@@ -99,26 +104,33 @@ def split_pairs(loaded: LoadedModel, split: str) -> tuple[list[list[int]], list[
 
 
 def evaluate_split(
-    loaded: LoadedModel, split: str, options: DecodeConfig, greedy: bool = False
+    loaded: Loaded,
+    split: str,
+    options: DecodeConfig,
+    greedy: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> SplitReport:
     """Character and sequence accuracy, and perplexity, on a generated task's split."""
-    sources, refs = split_pairs(loaded, split)
-    hyps = decode_all(loaded.model, sources, options, use_greedy=greedy)
+    reader, model = decoding_model(loaded)
+    sources, refs = split_pairs(reader, split)
+    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch)
     acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
-    nll, tokens = reference_nll(loaded.model, sources, refs)
+    nll, tokens = reference_nll(model, sources, refs)
     return SplitReport(split, acc, perplexity(nll, tokens), len(sources))
 
 
 def evaluate_parser(
-    loaded: LoadedModel, golds: list[Tree], options: DecodeConfig, greedy: bool = False
+    loaded: Loaded, golds: list[Tree], options: DecodeConfig, greedy: bool = False
 ) -> BracketScore:
-    """Labelled bracket scores (EVALB conventions) of a parsing model on gold trees' sentences."""
-    if loaded.meta.data_kind != "parse":
+    """Labelled bracket scores (EVALB conventions) of a parsing model (or ensemble) on gold
+    trees' sentences."""
+    reader, model = decoding_model(loaded)
+    if reader.meta.data_kind != "parse":
         raise ValueError(
-            f"{loaded.path} is not a parsing model (it was not trained on `prepare --task parse`)"
+            f"{reader.path} is not a parsing model (it was not trained on `prepare --task parse`)"
         )
-    encoded = encode_lines(loaded, [" ".join(g.words()) for g in golds])
-    hyps = decode_all(loaded.model, encoded.sources, options, use_greedy=greedy)
+    encoded = encode_lines(reader, [" ".join(g.words()) for g in golds])
+    hyps = decode_all(model, encoded.sources, options, use_greedy=greedy)
     outputs = [h[0].tokens if h else [] for h in hyps]
-    score, _ = score_outputs(loaded.tgt_vocab, outputs, golds, loaded.meta.parse_root or "S")
+    score, _ = score_outputs(reader.tgt_vocab, outputs, golds, reader.meta.parse_root or "S")
     return score

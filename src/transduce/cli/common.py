@@ -4,15 +4,27 @@ a model for a command, and the options several commands take, each defined once 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 if TYPE_CHECKING:
     from ..store.load import LoadedModel
+
+Advance = Callable[[int, int], None]  # called with (lines, output tokens) after each decoded batch
 
 app = typer.Typer(
     help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
@@ -69,6 +81,44 @@ def loaded_model(checkpoint: Path, quantize: str | None = None, threads: int | N
         return load_for_decoding(checkpoint, quantize, threads)
 
 
+def loaded_models(checkpoints: list[Path], quantize: str, threads: int | None) -> list[LoadedModel]:
+    """Each checkpoint prepared for decoding (several: an ensemble's members), or a clear error."""
+    if not checkpoints:
+        fail("give at least one CHECKPOINT")
+    return [loaded_model(c, quantize, threads) for c in checkpoints]
+
+
+class RateColumn(ProgressColumn):
+    """Sentences and output tokens per second since the task began."""
+
+    def render(self, task: Task) -> Text:
+        seconds = task.elapsed or 0.0
+        if seconds <= 0:
+            return Text("")
+        tokens = task.fields.get("tokens", 0)
+        return Text(f"{task.completed / seconds:.1f} sent/s, {tokens / seconds:.0f} tok/s", style="cyan")
+
+
+@contextlib.contextmanager
+def decode_progress(description: str, total: int | None, show: bool = True) -> Iterator[Advance]:
+    """The progress display of a decoding command (done / total when known, sentences/s and
+    tokens/s); yields the callback that the library calls after each batch."""
+    columns: list[str | ProgressColumn] = [TextColumn(f"[bold]{description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+    else:
+        columns.append(TextColumn("{task.completed} lines"))
+    with Progress(*columns, RateColumn(), console=console, disable=not show) as progress:
+        task = progress.add_task(description, total=total, tokens=0)
+        counted = {"tokens": 0}
+
+        def advance(lines: int, tokens: int) -> None:
+            counted["tokens"] += tokens
+            progress.update(task, advance=lines, tokens=counted["tokens"])
+
+        yield advance
+
+
 def out_option(contents: str) -> Any:
     """The -o/--out option of a command that writes a directory; `contents` is its help."""
     return typer.Option("--out", "-o", help=contents)
@@ -77,6 +127,13 @@ def out_option(contents: str) -> Any:
 # Arguments and options that several commands take, with one help text each.
 Checkpoint = Annotated[
     Path, typer.Argument(help="A checkpoint directory, or a run directory (its best checkpoint).")
+]
+Checkpoints = Annotated[
+    list[Path],
+    typer.Argument(
+        help="A checkpoint or run directory; several decode as an ensemble (their probabilities "
+        "averaged at every step; they must share the vocabularies)."
+    ),
 ]
 Overrides = Annotated[
     list[str] | None,
@@ -100,3 +157,20 @@ Quantize = Annotated[
 Beam = Annotated[int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")]
 Alpha = Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")]
 Greedy = Annotated[bool, typer.Option(help="Greedy search instead of beam search.")]
+Sample = Annotated[
+    bool, typer.Option(help="Draw outputs at random from the model instead of searching (back-translation).")
+]
+Temperature = Annotated[
+    float | None, typer.Option(help="Sampling: divide log-probabilities by this (0 < t <= 100; 1: as is).")
+]
+TopK = Annotated[int | None, typer.Option(help="Sampling: only among the k most probable tokens (0: off).")]
+TopP = Annotated[
+    float | None,
+    typer.Option(help="Sampling: only in the smallest set of tokens with mass >= p (0 < p <= 1; 1: off)."),
+]
+Seed = Annotated[
+    int | None, typer.Option(help="Sampling seed: the same seed and input give the same samples.")
+]
+NumSamples = Annotated[
+    int | None, typer.Option(help="Sampling: outputs per input, printed as n-best rows when > 1.")
+]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,16 +11,24 @@ import typer
 
 from ..config import ConfigError, DecodeConfig
 from .common import (
+    Advance,
     Alpha,
     Beam,
-    Checkpoint,
+    Checkpoints,
     Greedy,
+    NumSamples,
     Quantize,
+    Sample,
+    Seed,
+    Temperature,
     Threads,
+    TopK,
+    TopP,
     app,
     console,
+    decode_progress,
     fail,
-    loaded_model,
+    loaded_models,
     stdout,
     user_errors,
 )
@@ -62,10 +72,27 @@ def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
         return decode_options(loaded.config.decode, **given)
 
 
+Prefix = Annotated[
+    Path | None,
+    typer.Option(
+        help="Forced prefixes: one line per input line, target text every output of that line starts "
+        "with (search continues after it; an empty line forces nothing)."
+    ),
+]
+
+
 @app.command()
 def translate(
-    checkpoint: Checkpoint,
-    input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file; default stdin.")] = None,
+    checkpoints: Checkpoints,
+    input: Annotated[
+        Path | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Input file; default stdin, answered line by line as it arrives (piped input in "
+            "batches of up to 64 lines).",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -81,6 +108,13 @@ def translate(
     nbest: Annotated[
         int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")
     ] = None,
+    sample: Sample = False,
+    temperature: Temperature = None,
+    top_k: TopK = None,
+    top_p: TopP = None,
+    seed: Seed = None,
+    num_samples: NumSamples = None,
+    prefix: Prefix = None,
     max_len_a: Annotated[
         float | None, typer.Option(help="Max output length = a * source length + b.")
     ] = None,
@@ -102,16 +136,17 @@ def translate(
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
     Input lines are in the model's source format: plain text, bracketed trees (tree-to-string
-    models) or word|tag tokens (factored models). Parsing models print bracketed trees."""
-    from rich.progress import Progress
-
+    models) or word|tag tokens (factored models). Parsing models print bracketed trees.
+    With several checkpoints, decodes with their ensemble. With --nbest > 1 or --num-samples > 1,
+    prints every output as 'line ||| text ||| score' (lines numbered from 0)."""
     from ..decode.pipeline import output_rows, translate_lines
 
-    _check_output(output, [p for p in (input, src_trees) if p is not None])
-    loaded = loaded_model(checkpoint, quantize, threads)
-    _check_output(output, [loaded.path])
+    inputs = [p for p in (input, src_trees, prefix) if p is not None]
+    _check_output(output, inputs)
+    loaded = loaded_models(checkpoints, quantize, threads)
+    _check_output(output, [m.path for m in loaded])
     opts = _options(
-        loaded,
+        loaded[0],
         beam=beam,
         alpha=alpha,
         nbest=nbest,
@@ -119,22 +154,75 @@ def translate(
         max_len_b=max_len_b,
         min_len=min_len,
         max_tokens=max_tokens,
+        sample=sample or None,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        num_samples=num_samples,
     )
-    lines = _read_input(input)
-    with Progress(console=console, disable=input is None) as progress, user_errors(ValueError):
-        task = progress.add_task("translating", total=len(lines))
-        outputs, encoded = translate_lines(
-            loaded, lines, opts, greedy, src_trees, max_src_len, lambda n: progress.advance(task, n)
-        )
-    if encoded.truncated:
-        console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
-    _write_output(output, output_rows(outputs, nbest=opts.nbest > 1 and not greedy))
+    if greedy and opts.sample:
+        fail("--greedy and --sample exclude each other; choose one")
+    prefixes = _read_input(prefix) if prefix is not None else None
+    rows_of_all = opts.num_samples > 1 if opts.sample else opts.nbest > 1 and not greedy
+
+    def run(lines: list[str], first: int, advance: Advance) -> list[str]:
+        """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
+        forced = None
+        if prefixes is not None:
+            forced = prefixes[first : first + len(lines)]
+            if len(forced) < len(lines):
+                fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
+        with user_errors(ValueError):
+            outputs, encoded = translate_lines(
+                loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first
+            )
+        if encoded.truncated:
+            console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
+        return output_rows(outputs, nbest=rows_of_all, first=first)
+
+    if input is None and (output is None or str(output) == "-"):
+        done = _translate_stream(run)
+    else:
+        lines = _read_input(input)
+        with decode_progress("translating", len(lines), show=input is not None) as advance:
+            rows = run(lines, 0, advance)
+        _write_output(output, rows)
+        done = len(lines)
+    if prefixes is not None and len(prefixes) != done:
+        fail(f"{prefix}: {len(prefixes)} prefix lines for {done} input lines")
+
+
+def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> int:
+    """Translate standard input group by group as lines arrive, writing each group's rows at once
+    (an interactive line is answered before the next is typed); returns the number of lines.
+    A stdin without a file descriptor (an in-process test runner) is read whole."""
+    from ..data.corpus import CorpusError, stream_input
+
+    if sys.stdin is None:
+        fail("standard input is closed; give --input FILE")
+    try:
+        groups: Iterable[list[str]] = stream_input(sys.stdin.fileno())
+    except (OSError, ValueError):
+        groups = [_read_input(None)]
+    done = 0
+    with (
+        decode_progress("translating", None, show=not sys.stdin.isatty()) as advance,
+        user_errors(CorpusError),
+    ):
+        for lines in groups:
+            _write_output(None, run(lines, done, advance))
+            done += len(lines)
+    return done
 
 
 @app.command()
 def evaluate(
-    checkpoint: Annotated[
-        Path | None, typer.Argument(help="Checkpoint or run directory (not needed with --hyp).")
+    checkpoints: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Checkpoint or run directory (not needed with --hyp); several evaluate their ensemble."
+        ),
     ] = None,
     src: Annotated[Path | None, typer.Option(help="Source file to translate and score.")] = None,
     ref: Annotated[
@@ -165,26 +253,29 @@ def evaluate(
     threads: Threads = None,
     quantize: Quantize = "none",
 ) -> None:
-    """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1."""
+    """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1.
+
+    The progress display shows sentences/s and output tokens/s."""
     from .. import evaluate as ev
     from ..metrics import corpus_scores
 
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
-            _evaluate_parse(checkpoint, trees, hyp, greedy, beam, alpha, quantize, threads)
+            _evaluate_parse(checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads)
             return
         if hyp is not None:
             if not refs:
                 fail("--hyp needs --ref")
             _print_scores(corpus_scores(_read_input(hyp), *refs))
             return
-        if checkpoint is None:
+        if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
-        loaded = loaded_model(checkpoint, quantize, threads)
-        opts = _options(loaded, beam=beam, alpha=alpha, nbest=1)
+        loaded = loaded_models(checkpoints, quantize, threads)
+        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
         if split is not None:
-            r = ev.evaluate_split(loaded, split, opts, greedy)
+            with decode_progress(f"evaluating {split}", None) as advance:
+                r = ev.evaluate_split(loaded, split, opts, greedy, advance)
             stdout.print(
                 f"{split}: char accuracy {r.accuracy.char:.4f}, sequence accuracy {r.accuracy.sequence:.4f}, "
                 f"perplexity {r.perplexity:.4f} ({r.examples} examples)"
@@ -192,13 +283,63 @@ def evaluate(
             return
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
-        report = ev.evaluate_text(loaded, _read_input(src), refs, opts, greedy, src_trees)
+        sources = _read_input(src)
+        with decode_progress("evaluating", len(sources)) as advance:
+            report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
 
+@app.command()
+def score(
+    checkpoints: Checkpoints,
+    src: Annotated[Path, typer.Option(help="Source lines.")],
+    tgt: Annotated[Path, typer.Option(help="Target lines to score, one per source line.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Output file; default or '-': stdout.")
+    ] = None,
+    per_token: Annotated[
+        bool, typer.Option(help="Also list each target token's log-probability (EOS last).")
+    ] = False,
+    max_tokens: Annotated[
+        int, typer.Option(min=1, help="Token budget of a batch (source plus target tokens).")
+    ] = 4096,
+    max_src_len: Annotated[
+        int, typer.Option(help="Truncate longer sources (in subword tokens, >= 1).")
+    ] = 1024,
+    src_trees: Annotated[
+        Path | None, typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu).")
+    ] = None,
+    threads: Threads = None,
+    quantize: Quantize = "none",
+) -> None:
+    """Forced decoding: how probable the model finds each target given its source.
+
+    One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
+    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
+    space-separated token log-probabilities. With several checkpoints, scores under their
+    ensemble (the log of their averaged probabilities)."""
+    from ..decode.pipeline import score_lines
+
+    _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])
+    loaded = loaded_models(checkpoints, quantize, threads)
+    _check_output(output, [m.path for m in loaded])
+    sources, targets = _read_input(src), _read_input(tgt)
+    if len(sources) != len(targets):
+        fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
+    with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError):
+        scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
+    rows = []
+    for s in scores:
+        row = f"{s.log_prob:.4f}\t{s.mean:.4f}"
+        if s.tokens is not None:
+            row += "\t" + " ".join(f"{t:.4f}" for t in s.tokens)
+        rows.append(row)
+    _write_output(output, rows)
+
+
 def _evaluate_parse(
-    checkpoint: Path | None,
+    checkpoints: list[Path],
     gold_file: Path,
     hyp: Path | None,
     greedy: bool,
@@ -215,11 +356,11 @@ def _evaluate_parse(
     golds = read_treebank(gold_file)
     if hyp is not None:
         score = corpus_score(golds, read_treebank(hyp))
-    elif checkpoint is None:
+    elif not checkpoints:
         fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
     else:
-        loaded = loaded_model(checkpoint, quantize, threads)
-        score = evaluate_parser(loaded, golds, _options(loaded, beam=beam, alpha=alpha, nbest=1), greedy)
+        loaded = loaded_models(checkpoints, quantize, threads)
+        score = evaluate_parser(loaded, golds, _options(loaded[0], beam=beam, alpha=alpha, nbest=1), greedy)
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
         f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "

@@ -14,8 +14,11 @@ Rules (documented in the README):
 
 from __future__ import annotations
 
+import os
+import select
 import sys
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,14 +60,16 @@ def read_lines(path: Path) -> list[str]:
     return decode_lines(path.read_bytes(), str(path))
 
 
-def decode_lines(data: bytes, name: str) -> list[str]:
+def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
     """`data` as UTF-8 lines (a leading byte order mark and a CR before each newline dropped);
-    invalid bytes are an error naming `name` and the 1-based line."""
-    raw = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")  # a UTF-8 byte order mark is not text
+    invalid bytes are an error naming `name` and the 1-based line (`data` begins at `first_line`)."""
+    if first_line == 1:
+        data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark is not text
+    raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
     lines = []
-    for number, line in enumerate(raw, 1):
+    for number, line in enumerate(raw, first_line):
         try:
             lines.append(line.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as exc:
@@ -77,6 +82,41 @@ def decode_lines(data: bytes, name: str) -> list[str]:
 def read_input(path: Path | None) -> list[str]:
     """Lines of a file, or of standard input when `path` is None, decoded as `read_lines` does."""
     return read_lines(path) if path is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
+
+
+def stream_input(fd: int, name: str = "<stdin>", max_lines: int = 64) -> Iterator[list[str]]:
+    """Lines of a file descriptor (stdin) in groups as they arrive: a group holds the complete
+    lines already available, up to `max_lines`, so an interactive line is answered at once while
+    piped input is still batched. Decoded as `decode_lines` does; UTF-8 errors name the line."""
+    pending, number, eof = b"", 1, False
+    while not eof or pending:
+        # Block on a read only while no complete line waits; otherwise take what is there.
+        while not eof and pending.count(b"\n") < max_lines and (b"\n" not in pending or _readable(fd)):
+            chunk = os.read(fd, 1 << 16)
+            eof = not chunk
+            pending += chunk
+        cut = _nth_newline(pending, max_lines)
+        if cut < 0:  # end of input: the last line may lack its newline
+            cut = len(pending) - 1
+        group, pending = pending[: cut + 1], pending[cut + 1 :]
+        lines = decode_lines(group, name, number)
+        number += len(lines)
+        yield lines
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def _nth_newline(data: bytes, n: int) -> int:
+    """Index of the n-th newline of `data`, or of its last one if it has fewer; -1 if none."""
+    end = -1
+    for _ in range(n):
+        found = data.find(b"\n", end + 1)
+        if found < 0:
+            break
+        end = found
+    return end
 
 
 def _clean(line: str, path: Path, number: int, tabs: str, stats: ReadStats) -> str:

@@ -159,11 +159,13 @@ def render(loaded: LoadedModel, lines: list[str], results: list[list[Hypothesis]
     ]
 
 
-def output_rows(outputs: list[list[Output]], nbest: bool = False) -> list[str]:
+def output_rows(outputs: list[list[Output]], nbest: bool = False, first: int = 0) -> list[str]:
     """The text `translate` writes, one row per line: the best output, or with `nbest` every
-    output as 'line ||| text ||| score' (lines numbered from 0)."""
+    output as 'line ||| text ||| score' (lines numbered from `first`, by default 0)."""
     if nbest:
-        return [f"{n} ||| {o.text} ||| {o.score:.4f}" for n, found in enumerate(outputs) for o in found]
+        return [
+            f"{n} ||| {o.text} ||| {o.score:.4f}" for n, found in enumerate(outputs, first) for o in found
+        ]
     return [found[0].text for found in outputs]
 
 
@@ -174,12 +176,14 @@ def translate_lines(
     greedy: bool = False,
     trees: Path | None = None,
     max_src_len: int | None = None,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
     prefixes: Sequence[str] | None = None,
+    first: int = 0,
 ) -> tuple[list[list[Output]], Encoded]:
     """Encode, decode and render `lines`: per line its n-best outputs (or its samples with
     `options.sample`); also what was encoded. `loaded`: one model or an ensemble's members.
-    prefixes: per line, target text each output starts with (search continues after it)."""
+    prefixes: per line, target text each output starts with (search continues after it).
+    first: the number of lines[0] in a longer input read in parts (sampling seeds follow it)."""
     reader, model = decoding_model(loaded)
     encoded = encode_lines(reader, lines, trees, max_src_len)
     forced = encode_prefixes(reader, prefixes, len(lines)) if prefixes is not None else None
@@ -191,6 +195,7 @@ def translate_lines(
         on_batch=on_batch,
         annotations=encoded.annotations,
         prefixes=forced,
+        first=first,
     )
     return render(reader, lines, results), encoded
 
@@ -203,7 +208,7 @@ def score_lines(
     max_src_len: int | None = None,
     max_tokens: int = 4096,
     per_token: bool = False,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> list[Score]:
     """log P(target | source) of each pair of lines (forced decoding), in input order.
 

@@ -84,11 +84,12 @@ def score_all(
     per_token: bool = False,
     device: torch.device | None = None,
     annotations: list[SourceAnnotation] | None = None,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> list[Score]:
     """Scores of many (source, target) pairs in input order, batched by length under a budget of
     `max_tokens` source plus target tokens (padding included; a longer pair is scored alone).
-    An empty source is read as EOS alone. `model`: an EncoderDecoder or an Ensemble."""
+    An empty source is read as EOS alone. `model`: an EncoderDecoder or an Ensemble.
+    on_batch(pairs, target tokens) is called after each batch, for progress displays."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
     if max_tokens < 1:
@@ -110,7 +111,7 @@ def score_all(
             for i, s in zip(group, scores, strict=True):
                 results[i] = s
             if on_batch is not None:
-                on_batch(len(group))
+                on_batch(len(group), sum(len(targets[i]) for i in group))
     finally:
         model.train(was_training)
     return results

@@ -21,17 +21,20 @@ def decode_all(
     cfg: DecodeConfig,
     use_greedy: bool = False,
     device: torch.device | None = None,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
     annotations: list[SourceAnnotation] | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
+    first: int = 0,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per source (or `cfg.num_samples` samples with `cfg.sample`), in input
     order. Empty sources give no hypotheses. `model`: an EncoderDecoder or an Ensemble.
 
     annotations: per source, its tags and tree distances for factored or syntax-aware models.
     prefixes: per source, target token ids every output starts with (ignored for empty sources).
-    Sampling seeds source i's stream with stream_seed(cfg.seed, i), so its samples do not depend
-    on the batching; without cfg.seed the base seed comes from torch's global RNG."""
+    on_batch(sources, output tokens) is called after each batch, for progress displays.
+    Sampling seeds source i's stream with stream_seed(cfg.seed, first + i), so its samples do not
+    depend on the batching, nor on how a long input is cut into calls (`first`: the number of
+    sources[0] in the whole input); without cfg.seed the base seed comes from torch's global RNG."""
     if use_greedy and cfg.sample:
         raise ValueError("greedy search and sampling exclude each other; choose one")
     if prefixes is not None:
@@ -48,6 +51,8 @@ def decode_all(
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
+    if on_batch is not None and len(todo) < len(sources):
+        on_batch(len(sources) - len(todo), 0)  # empty sources: done, nothing to decode
     lengths = [len(sources[i]) + 1 for i in todo]
     was_training = model.training
     model.eval()
@@ -68,7 +73,7 @@ def decode_all(
         )
         if cfg.sample:
             assert base_seed is not None
-            seeds = [stream_seed(base_seed, i) for i in idx]
+            seeds = [stream_seed(base_seed, first + i) for i in idx]
             hyps = sample(
                 model, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
             )
@@ -79,6 +84,7 @@ def decode_all(
         for i, h in zip(idx, hyps, strict=True):
             results[i] = h
         if on_batch is not None:
-            on_batch(len(idx))
+            drawn = [x for h in hyps for x in (h if cfg.sample else h[:1])]  # samples, or the best
+            on_batch(len(idx), sum(len(x.tokens) for x in drawn))
     model.train(was_training)
     return results
