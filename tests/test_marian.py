@@ -1,6 +1,8 @@
 """Marian interop against Hugging Face transformers: tokens, logits, greedy text, round trip."""
 
+import io
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import sys
 import pytest
 import sentencepiece as spm
 import torch
+import transformers  # the test extra has it: its absence is a failure, not a skip
 from safetensors.torch import load_file, save_file
 
 from transduce.data.batching import encode_sources
@@ -16,30 +19,46 @@ from transduce.decode.search import greedy
 from transduce.interop.marian import MarianError, export_marian, import_marian
 from transduce.store.load import load_model
 
-transformers = pytest.importorskip("transformers", reason="install the 'interop' extra")
-
-TEXT = [
+# The two sides' texts differ, so each spm has pieces the other lacks (vocab.json has both).
+SOURCE_TEXT = [
+    "die geänderte version ist gut",
+    "der hund läuft schnell über die straße",
+    "eine katze sitzt auf der matte",
+    "wir übersetzen hier kurze sätze",
+] * 30
+TARGET_TEXT = [
     "the quick brown fox jumps over the lazy dog",
     "a cat sat on the mat near the door",
     "hello world and all the people in it",
     "we translate short sentences here",
 ] * 30
+LANGUAGE_CODES = [">>deu<<", ">>fra<<"]
+
+
+def _spm(lines, size):
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=buffer,
+        vocab_size=size,
+        model_type="unigram",
+        minloglevel=2,
+    )
+    return buffer.getvalue()
 
 
 def make_marian(folder, seed=0):
-    """A random MarianMTModel with real sentencepiece tokenizer files, made locally."""
-    import io
-
-    buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(TEXT), model_writer=buffer, vocab_size=45, model_type="unigram", minloglevel=2
-    )
-    proto = buffer.getvalue()
-    sp = spm.SentencePieceProcessor(model_proto=proto)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not sp.is_control(i)]
+    """A random MarianMTModel with real tokenizer files, made locally: source.spm and target.spm
+    learned on different texts, vocab.json the union of their pieces plus language codes."""
+    protos = {"source.spm": _spm(SOURCE_TEXT, 40), "target.spm": _spm(TARGET_TEXT, 45)}
     vocab = {"</s>": 0, "<unk>": 1}
-    for p in pieces:
-        vocab.setdefault(p, len(vocab))
+    for code in LANGUAGE_CODES:
+        vocab[code] = len(vocab)
+    for proto in protos.values():
+        sp = spm.SentencePieceProcessor(model_proto=proto)
+        for i in range(sp.get_piece_size()):
+            if not sp.is_control(i):
+                vocab.setdefault(sp.id_to_piece(i), len(vocab))
     vocab["<pad>"] = len(vocab)
     size = len(vocab)
     torch.manual_seed(seed)
@@ -66,11 +85,13 @@ def make_marian(folder, seed=0):
         model.final_logits_bias.normal_()
         model.lm_head.weight.mul_(3.0)
     model.save_pretrained(folder, safe_serialization=True)
-    (folder / "source.spm").write_bytes(proto)
-    (folder / "target.spm").write_bytes(proto)
+    for name, proto in protos.items():
+        (folder / name).write_bytes(proto)
     (folder / "vocab.json").write_text(json.dumps(vocab))
     return model, transformers.MarianTokenizer(
-        str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json")
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
     )
 
 
@@ -82,11 +103,67 @@ def imported(tmp_path_factory):
     return root, hf_model, tokenizer, load_model(root / "ours")
 
 
-def test_tokenisation_matches_marian_tokenizer(imported):
+TOKENISATION_CASES = [
+    *SOURCE_TEXT[:4],
+    *TARGET_TEXT[:4],
+    ">>deu<< die geänderte version",
+    ">>fra<<der hund",
+    ">>xyz<< ein unbekannter code",
+    "mitten >>deu<< im satz",
+    "a </s> b<unk>c <pad> d",
+    "</s>>>deu<< hund",
+    "  viele   leerzeichen  ",
+    "unseen wörds, ÄÖÜ!",
+    "",
+]
+
+
+def _as_model_input(vocab, text):
+    """Our ids for `text` as the model gets them (EOS appended), in Marian's numbering."""
+    return [vocab.perm[i] for i in encode_sources([vocab.encode(text)])[0].tolist()]
+
+
+def test_source_ids_equal_marian_tokenizer(imported):
+    root, _, tokenizer, ours = imported
+    for text in TOKENISATION_CASES:
+        assert _as_model_input(ours.src_vocab, text) == tokenizer(text).input_ids, text
+    code = json.loads((root / "hf" / "vocab.json").read_text())[">>deu<<"]
+    assert _as_model_input(ours.src_vocab, ">>deu<< die geänderte version")[0] == code
+
+
+def test_target_ids_equal_marian_tokenizer(imported):
     _, _, tokenizer, ours = imported
-    for text in ["the lazy dog sat", "hello people", "unseen wörds ok"]:
-        marian_ids = tokenizer(text).input_ids[:-1]
-        assert [ours.src_vocab.perm[i] for i in ours.src_vocab.encode(text)] == marian_ids
+    for text in TOKENISATION_CASES:
+        assert _as_model_input(ours.tgt_vocab, text) == tokenizer(text_target=text).input_ids, text
+
+
+def _check_detokenised(tokenizer, vocab, ids):
+    """transformers 4 detokenises with target.spm, 5 with source.spm: ours equals both."""
+    mine = vocab.decode([vocab.ours[i] for i in ids])
+    assert mine == tokenizer.decode(ids, skip_special_tokens=True), ids
+    assert mine == tokenizer.decode(ids, skip_special_tokens=True, use_source_tokenizer=False), ids
+    return mine
+
+
+def test_pieces_only_in_source_spm_detokenise_with_spaces(imported):
+    root, _, tokenizer, ours = imported
+    target = spm.SentencePieceProcessor(model_file=str(root / "hf" / "target.spm"))
+    text = "die geänderte version ist gut"
+    ids = tokenizer(text).input_ids
+    foreign = [p for p in tokenizer.convert_ids_to_tokens(ids) if target.piece_to_id(p) == target.unk_id()]
+    assert any(p.startswith("\u2581") for p in foreign[1:])  # a word-initial piece target.spm lacks
+    assert _check_detokenised(tokenizer, ours.tgt_vocab, ids) == text
+
+
+def test_detokenised_text_equals_marian_tokenizer(imported):
+    _, _, tokenizer, ours = imported
+    sequences = [tokenizer(text).input_ids for text in TOKENISATION_CASES]
+    sequences += [tokenizer(text_target=text).input_ids for text in TOKENISATION_CASES]
+    rng = random.Random(0)
+    size = len(ours.tgt_vocab.perm) - 1  # Marian's ids; our BOS row is an extra one
+    sequences += [[rng.randrange(size) for _ in range(rng.randint(1, 12))] for _ in range(300)]
+    for ids in sequences:
+        _check_detokenised(tokenizer, ours.tgt_vocab, ids)
 
 
 def test_same_weights_give_same_logits(imported):
@@ -205,8 +282,9 @@ def _edit_tensors(change):
     return damage
 
 
-def _vocab_size(folder):
-    return json.loads((folder / "config.json").read_text())["vocab_size"]
+def _eos_is_pad(folder):
+    config = json.loads((folder / "config.json").read_text())
+    _edit_json("config.json", eos_token_id=config["pad_token_id"])(folder)
 
 
 FC1 = "model.encoder.layers.0.fc1.weight"
@@ -272,11 +350,7 @@ BAD_MARIAN = [
         "pad_token_id must be an integer from 0",
     ),
     ("pad-negative", _edit_json("config.json", pad_token_id=-1), "pad_token_id must be an integer from 0"),
-    (
-        "eos-is-pad",
-        _edit_json("config.json", eos_token_id=44),
-        "eos_token_id (44) and vocab.json's <unk> id (1) must differ",
-    ),
+    ("eos-is-pad", _eos_is_pad, "and vocab.json's <unk> id (1) must differ"),
     ("start-string", _edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
     ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
     ("vocab-bad-json", _write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
@@ -330,7 +404,6 @@ def _left_beside(outs):
 @pytest.mark.parametrize(("damage", "fragment"), [pytest.param(d, f, id=i) for i, d, f in BAD_MARIAN])
 def test_malformed_marian_directory_is_refused_naming_the_fault(damaged, damage, fragment):
     folder, outs = damaged
-    assert _vocab_size(folder) == 45  # the rows' ids (eos_token_id=44: the pad id) assume it
     damage(folder)
     with pytest.raises(MarianError) as err:
         import_marian(folder, outs / "out")

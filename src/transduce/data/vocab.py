@@ -9,6 +9,7 @@ decode(encode(text)) == text. Symbol vocabularies split on single spaces and joi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Protocol
 
@@ -25,6 +26,10 @@ _SETTINGS = (
     "hard_vocab_limit=false minloglevel=2 num_threads=2"
 )
 TRAINER_SETTINGS = dict(setting.split("=") for setting in _SETTINGS.split())
+# Hugging Face's MarianTokenizer keeps these whole wherever they occur in the text (its special
+# tokens), and a language code such as >>deu<< whole at the start of the text or after one of them.
+MARIAN_SPECIAL_TEXT = re.compile("(</s>|<unk>|<pad>)")
+MARIAN_LANGUAGE_CODE = re.compile(">>.*?<<", re.DOTALL)
 
 
 class Vocab(Protocol):
@@ -115,7 +120,8 @@ class SymbolVocab:
 
 
 class MarianVocab:
-    """Marian's tokenizer files behind our ids: spm pieces -> vocab.json ids -> permuted ids."""
+    """Marian's tokenizer files behind our ids: pieces -> vocab.json ids -> permuted ids, tokenised
+    and detokenised as Hugging Face's MarianTokenizer does, so imported models see the same ids."""
 
     def __init__(self, spm_proto: bytes, pieces: dict[str, int], perm: list[int]) -> None:
         self.proto = spm_proto
@@ -130,10 +136,27 @@ class MarianVocab:
         return len(self.perm)
 
     def encode(self, text: str) -> list[int]:
-        return [self.ours.get(self.pieces.get(p, -1), self.unk) for p in self.sp.encode(text, out_type=str)]
+        """Ids without EOS; a piece vocab.json lacks is unk, as in MarianTokenizer."""
+        return [self.ours.get(self.pieces.get(p, -1), self.unk) for p in self._pieces(text)]
+
+    def _pieces(self, text: str) -> list[str]:
+        """Special tokens' text whole, every other stretch by `_stretch_pieces`."""
+        pieces = []
+        for i, stretch in enumerate(MARIAN_SPECIAL_TEXT.split(text)):
+            pieces += [stretch] if i % 2 else self._stretch_pieces(stretch)
+        return pieces
+
+    def _stretch_pieces(self, text: str) -> list[str]:
+        """A leading language code as one piece (vocab.json holds it; spm would split it), then spm's."""
+        code = MARIAN_LANGUAGE_CODE.match(text)
+        head, rest = ([code.group()], text[code.end() :]) if code else ([], text)
+        return head + self.sp.encode(rest, out_type=str)
 
     def decode(self, ids: list[int]) -> str:
-        return self.sp.decode_pieces([self.names[self.perm[i]] for i in ids if i > EOS])
+        """Specials dropped. Pieces this spm does not know (the other side's, language codes) come
+        back verbatim from spm, so every ▁ left is a space, as MarianTokenizer makes it."""
+        pieces = [self.names[self.perm[i]] for i in ids if i > EOS]
+        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()
 
     def token(self, i: int) -> str:
         return self.names.get(self.perm[i], "<unk>")
