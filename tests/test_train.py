@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from tiny import TINY, tiny_config
 
-from transduce.config import load_config
+from transduce.config import ConfigError, load_config
 from transduce.store.average import average_checkpoints
 from transduce.store.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
 from transduce.train import trainer as trainer_mod
@@ -314,3 +314,44 @@ def test_learned_positions_shorter_than_the_data_are_refused_before_training(tmp
     cfg = tiny_config("model.positions=learned", "model.max_positions=8")  # copy data reach 7 + EOS/BOS
     with pytest.raises(ConfigError, match="has sequences of 9 positions"):
         Trainer(cfg, tmp_path / "r", show_progress=False)
+
+
+@pytest.mark.parametrize(
+    ("metric", "values", "best", "stop"),
+    [
+        ("loss", [5.0, 4.0, 4.5, 4.2, 4.0, 3.0], 2, 5),  # equal is not better
+        ("seq_acc", [0.1, 0.3, 0.2, 0.5, 0.4, 0.45, 0.5, 0.9], 4, 7),
+    ],
+)
+def test_early_stopping_on_a_synthetic_metric_sequence(tmp_path, monkeypatch, metric, values, best, stop):
+    """Validation at every step returns the next value; patience 3 stops 3 validations after the
+    best, whose checkpoint is kept (saved although save_every is far away) and named in best.json."""
+    sequence = iter(values)
+
+    def validate(self):
+        return {"step": self.state.step, "dev_loss": 9.0, "dev_seq_acc": 0.0, f"dev_{metric}": next(sequence)}
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    cfg = tiny_config(
+        "train.steps=50",
+        "train.validate_every=1",
+        "train.save_every=1000",
+        "train.patience=3",
+        f"train.best_metric={metric}",
+    )
+    trainer = Trainer(cfg, tmp_path / "r", show_progress=False)
+    trainer.fit()
+    assert trainer.state.step == stop
+    assert trainer.state.best_step == best and trainer.state.best_value == values[best - 1]
+    steps = [int(p.name.split("-")[1]) for p in step_checkpoints(tmp_path / "r" / "checkpoints")]
+    assert best in steps and stop in steps
+    assert f'"step": {best}' in (tmp_path / "r" / "best.json").read_text()
+    again = Trainer(cfg, tmp_path / "r", show_progress=False)
+    again.fit(resume=True)  # nothing left to train: already stopped
+    assert again.state.step == stop
+    assert "stopped early" in (tmp_path / "r" / "train.log").read_text()
+
+
+def test_a_best_metric_the_data_does_not_have_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"train\.best_metric='bleu' is not computed on task data"):
+        Trainer(tiny_config("train.best_metric=bleu"), tmp_path / "r", show_progress=False)

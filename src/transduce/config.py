@@ -189,6 +189,18 @@ class TrainConfig(_Section):
     max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
     log_every: int = Field(50, ge=1, le=COUNT_MAX)
     threads: int | None = Field(None, ge=1, le=1024)
+    best_metric: Literal["loss", "ppl", "bleu", "chrf", "char_acc", "seq_acc", "f1"] = Field(
+        "loss",
+        description="the dev metric that picks the best checkpoint and drives early stopping: loss or "
+        "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing)",
+    )
+    patience: int | None = Field(
+        None,
+        ge=1,
+        le=COUNT_MAX,
+        description="stop after this many validations without a better best_metric; "
+        f"none (never) or 1..{COUNT_MAX}",
+    )
 
 
 class DecodeConfig(_Section):
@@ -454,6 +466,20 @@ def build_config(data: dict[str, Any], overrides: list[str] | tuple[str, ...] = 
 def load_config(source: str, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load a preset name or a TOML/YAML/JSON file, then apply dotted overrides."""
     return build_config(resolve_source(source), overrides)
+
+
+# Model settings that change training only, not the parameters or what they compute at test time.
+TRAINING_ONLY_MODEL_KEYS = ("dropout", "attention_dropout", "ffn_dropout", "act_tau")
+
+
+def architecture_differences(a: ModelConfig, b: ModelConfig) -> list[str]:
+    """'key: a vs b' for every model setting that differs, training-only ones left out."""
+    left, right = a.model_dump(), b.model_dump()
+    return [
+        f"model.{key}: {left[key]!r} vs {right[key]!r}"
+        for key in left
+        if key not in TRAINING_ONLY_MODEL_KEYS and left[key] != right[key]
+    ]
 
 
 def check_positions(model: ModelConfig, longest: int, where: str) -> None:

@@ -64,6 +64,14 @@ def prepare(
     separate_vocab: Annotated[
         bool, typer.Option(help="Learn separate source and target vocabularies.")
     ] = False,
+    vocab_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
+            "or dataset instead of learning new ones (--vocab-size and --separate-vocab then do not "
+            "apply): data for fine-tuning with `train --init-from`."
+        ),
+    ] = None,
     max_len: Annotated[
         int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
     ] = 256,
@@ -126,7 +134,11 @@ def prepare(
     from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
     from ..data.source import SourceFormat
     from ..fileio import OutputError
+    from ..store.checkpoint import CheckpointError
+    from ..store.load import vocab_source
 
+    if vocab_from is not None and task is not None:
+        fail("--vocab-from applies to parallel text, not to --task")
     try:
         if task == "parse":
             if data_dir is None:
@@ -158,9 +170,10 @@ def prepare(
             tabs,
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
             control=control,
+            vocab_from=str(vocab_source(vocab_from)) if vocab_from is not None else None,
         )
         report = prepare_text(data_dir, out, opts, force=force)
-    except (CorpusError, ConfigError, OutputError, ValueError) as exc:
+    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place
         fail(f"cannot write {out}: {exc.strerror or exc}")

@@ -17,30 +17,64 @@ if TYPE_CHECKING:
 
 @app.command()
 def train(
-    config: Annotated[str, typer.Argument(help="A preset or a TOML/YAML config file.")],
+    config: Annotated[
+        str,
+        typer.Argument(
+            help="A preset, a TOML/YAML config file, or a checkpoint or run directory (its saved config; "
+            "with --init-from, the easy way to keep the model's settings)."
+        ),
+    ],
     overrides: Overrides = None,
     run_dir: Annotated[
         Path | None, typer.Option(help="Where checkpoints and logs go; default runs/<config name>.")
     ] = None,
     resume: Annotated[
-        bool, typer.Option(help="Continue from the newest intact checkpoint in the run directory.")
+        bool,
+        typer.Option(help="Continue this run from the newest intact checkpoint in the run directory."),
     ] = True,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start a new run from these weights (a checkpoint, run directory or `import marian` "
+            "output): fine-tuning, with a fresh optimizer, schedule and data position. Same "
+            "architecture and vocabularies required (prepare the data with --vocab-from)."
+        ),
+    ] = None,
+    keep_optimizer: Annotated[
+        bool, typer.Option(help="With --init-from: also take Adam's state from the checkpoint.")
+    ] = False,
+    keep_step: Annotated[
+        bool,
+        typer.Option(help="With --init-from: go on from the checkpoint's step (the schedule continues)."),
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
-    """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes."""
-    from ..config import load_config
+    """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes.
+
+    --resume continues the same run on the same data (interrupted runs); --init-from starts a new
+    run from trained weights (fine-tuning on new data)."""
     from ..data.dataset import DatasetError
     from ..fileio import OutputError
+    from ..store.checkpoint import CheckpointError
+    from ..store.load import config_from
     from ..train.build import run_directory, setup_distributed
     from ..train.trainer import Trainer, TrainingError
 
-    with user_errors(ConfigError, OutputError):
-        cfg = load_config(config, overrides or [])
-        run = run_directory(config, run_dir, resume)
+    if (keep_optimizer or keep_step) and init_from is None:
+        fail("--keep-optimizer and --keep-step go with --init-from")
+    with user_errors(ConfigError, OutputError, CheckpointError):
+        cfg = config_from(config, overrides or [])
+        run = run_directory(config, run_dir, resume, init_from)
     env = setup_distributed()
-    with user_errors(ConfigError, DatasetError, TrainingError, OutputError):
+    with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
         trainer = Trainer(cfg, run, env, show_progress=progress)
-        metrics = trainer.fit(resume=resume)
+        init = None
+        if init_from is not None:
+
+            def init() -> None:
+                trainer.init_from(init_from, keep_optimizer, keep_step)
+
+        metrics = trainer.fit(resume=resume, init=init)
     if env.main:
         show_samples(trainer)
         console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")

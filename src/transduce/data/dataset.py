@@ -20,7 +20,7 @@ from ..config import DataConfig
 from ..fileio import atomic_directory
 from .meta import DatasetMeta, MetaError, read_model
 from .source import SourceAnnotation
-from .vocab import SentencePieceVocab, SymbolVocab, load_vocab, vocab_exists
+from .vocab import SymbolVocab, Vocab, load_vocab, vocab_exists
 
 
 class DatasetError(ValueError):
@@ -184,8 +184,8 @@ def is_up_to_date(out: Path, digest: str) -> bool:
 def write_dataset(
     out: Path,
     splits: dict[str, Split],
-    src_vocab: SentencePieceVocab | SymbolVocab,
-    tgt_vocab: SentencePieceVocab | SymbolVocab | None,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab | None,
     meta: dict[str, Any],
     texts: dict[str, list[str]] | None = None,
     vocabs: dict[str, SymbolVocab] | None = None,

@@ -16,7 +16,7 @@ from .corpus import CorpusError, ReadStats, read_parallel, require_corpus_file
 from .dataset import Dataset, Split, content_hash, is_up_to_date, prepare_task, write_dataset
 from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
 from .trees import linearise, read_treebank
-from .vocab import SentencePieceVocab, SymbolVocab
+from .vocab import SentencePieceVocab, SymbolVocab, Vocab, load_vocab, vocab_exists
 
 
 @dataclass
@@ -31,6 +31,7 @@ class PrepareOptions:
     tabs: str = "space"
     source: SourceFormat = field(default_factory=SourceFormat)
     control: str = "skip"
+    vocab_from: str | None = None  # a directory with src.* (and tgt.*) vocabulary files to reuse
 
     def __post_init__(self) -> None:
         """Options that could only fail later (inside sentencepiece, or by filtering everything)."""
@@ -134,6 +135,31 @@ def _bracket_symbols(sides: list[_SourceSide]) -> list[str]:
     return sorted({w for side in sides for ws in side.words for w in ws if len(w) > 1 and w[0] in "()"})
 
 
+@dataclass
+class ReusedVocabs:
+    """Another model's vocabularies, to encode new data with (`prepare --vocab-from`)."""
+
+    src: Vocab
+    tgt: Vocab | None  # None: shared with the source
+    files: list[Path]
+
+
+def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
+    """The vocabularies saved in a checkpoint or dataset directory; CorpusError if there are none
+    or the source format needs vocabularies learned from the data (tags, tree brackets)."""
+    if fmt.format != "text" or fmt.by_word:
+        raise CorpusError("--vocab-from works with plain text sources (not trees, tags or source trees)")
+    if not vocab_exists(directory / "src"):
+        raise CorpusError(f"--vocab-from {directory}: no vocabulary there (expected src.* files)")
+    files = sorted(p for p in directory.iterdir() if p.name.startswith(("src.", "tgt.")) and p.is_file())
+    try:
+        src = load_vocab(directory / "src")
+        tgt = load_vocab(directory / "tgt") if vocab_exists(directory / "tgt") else None
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
+        raise CorpusError(f"--vocab-from {directory}: vocabulary damaged ({exc})") from None
+    return ReusedVocabs(src, tgt, files)
+
+
 def _no_empty_split(name: str, pairs: int, where: str) -> None:
     """A split with no usable example would only fail later, at the first validation."""
     if pairs == 0:
@@ -152,6 +178,9 @@ def prepare_text(
         files += [data_dir / f"{n}.{opts.src}.{fmt.trees}" for n in names]
     for f in files:
         require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
+    reused = _reused_vocabs(Path(opts.vocab_from), fmt) if opts.vocab_from is not None else None
+    if reused is not None:
+        files += reused.files
     digest = content_hash(files, asdict(opts))
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
@@ -172,7 +201,10 @@ def prepare_text(
         train_src, train_tgt = src_texts["train"], texts["train"][1]
         symbols = _bracket_symbols(list(sources.values())) if fmt.format == "tree" else []
         learn = progress.add_task("learning BPE vocabulary", total=None)
-        if opts.shared_vocab:
+        shared = opts.shared_vocab
+        if reused is not None:
+            src_vocab, tgt_vocab, shared = reused.src, reused.tgt or reused.src, reused.tgt is None
+        elif shared:
             src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size, symbols=symbols)
             tgt_vocab = src_vocab
         else:
@@ -231,7 +263,7 @@ def prepare_text(
         out,
         splits,
         src_vocab,
-        None if opts.shared_vocab else tgt_vocab,
+        None if shared else tgt_vocab,
         meta,
         vocabs=extra_vocabs,
         inputs=tuple(files),

@@ -127,6 +127,26 @@ def write_model_checkpoint(
 VOCAB_MAX = 10_000_000  # far beyond any subword vocabulary; bounds what `inspect` builds
 
 
+def vocab_source(path: Path) -> Path:
+    """The directory whose vocabulary files another dataset should reuse: a checkpoint (or a run
+    directory's best checkpoint), or a prepared dataset."""
+    path = Path(path)
+    if (path / "config.json").exists() or (path / "checkpoints").is_dir():
+        return resolve_checkpoint(path)
+    if vocab_exists(path / "src"):
+        return path
+    raise CheckpointError(f"{path}: neither a checkpoint, a run directory nor a dataset with a vocabulary")
+
+
+def config_from(source: str, overrides: list[str]) -> Config:
+    """The config a user names: a checkpoint or run directory's own, or a preset or file; with
+    the overrides applied."""
+    path = Path(source)
+    if path.is_dir():
+        return build_config(read_meta(resolve_checkpoint(path)).config, overrides)
+    return load_config(source, overrides)
+
+
 def resolve_model_source(
     source: str, overrides: list[str], src_vocab: int, tgt_vocab: int | None
 ) -> tuple[Config, int, int]:
@@ -134,7 +154,7 @@ def resolve_model_source(
     path = Path(source)
     if path.is_dir():
         meta = read_meta(resolve_checkpoint(path))
-        return build_config(meta.config, overrides), meta.src_vocab_size, meta.tgt_vocab_size
+        return config_from(source, overrides), meta.src_vocab_size, meta.tgt_vocab_size
     cfg = load_config(source, overrides)
     tgt = tgt_vocab if tgt_vocab is not None else src_vocab
     for option, size in (("--src-vocab", src_vocab), ("--tgt-vocab", tgt)):

@@ -25,6 +25,16 @@ class Averaged(BaseModel):
     step: int = Field(ge=0)
 
 
+class InitSource(BaseModel):
+    """Where a fine-tuning run's first weights came from (`train --init-from`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    checkpoint: str
+    step: int = Field(ge=0)
+    kept_optimizer: bool = False
+    kept_step: bool = False
+
+
 class CheckpointMeta(DataFacts):
     """Everything in `config.json`: the config, the data facts, and how the weights came to be."""
 
@@ -36,3 +46,4 @@ class CheckpointMeta(DataFacts):
     data_identity: DataIdentity | None = None
     imported_from: str | None = None  # `import marian`: the source directory's name
     averaged_from: list[Averaged] = Field(default_factory=list)  # `average`: what it averaged
+    initialised_from: InitSource | None = None  # `train --init-from`: the starting weights

@@ -22,7 +22,7 @@ from ..fileio import OutputError
 from ..model import build_model
 from .log import Throughput
 from .schedule import inverse_sqrt_lr
-from .validation import METRICS, Metrics, Predict
+from .validation import METRICS, Metrics, Predict, check_best_metric
 
 
 @dataclass
@@ -47,10 +47,13 @@ def setup_distributed() -> Distributed:
     return Distributed(int(os.environ.get("RANK", "0")), world)
 
 
-def run_directory(config: str, given: Path | None, resume: bool) -> Path:
+def run_directory(config: str, given: Path | None, resume: bool, init_from: Path | None = None) -> Path:
     """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
-    (not `resume`) where checkpoints already are is an OutputError: they would be mixed."""
+    (not `resume`) where checkpoints already are is an OutputError: they would be mixed; so is a
+    fine-tuning run (`init_from`) inside the run it starts from."""
     run = given or Path("runs") / Path(config).stem
+    if init_from is not None and run.resolve() in (init_from.resolve(), *init_from.resolve().parents):
+        raise OutputError(f"the run directory {run} holds --init-from {init_from}; give a new --run-dir")
     for folder in (run, run / "checkpoints"):
         if folder.exists() and not folder.is_dir():
             raise OutputError(f"{folder} is not a directory; give --run-dir a folder")
@@ -122,6 +125,10 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     run_dir.mkdir(parents=True, exist_ok=True)
     data = load_data(cfg, run_dir, env)
     check_data(data, cfg)
+    try:
+        check_best_metric(t.best_metric, data.meta.data_kind)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     device = training_device(env)
     try:
         model = build_model(

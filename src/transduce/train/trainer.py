@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import Tensor
 
-from ..config import Config
+from ..config import Config, architecture_differences
 from ..data.batching import Batch, collate, make_batches, padded_lengths
 from ..data.dataset import Split
 from ..data.meta import DataFacts
@@ -40,12 +41,13 @@ from ..store.checkpoint import (
     vocab_digest,
     vocab_files,
 )
-from ..store.meta import CheckpointMeta, DataIdentity
+from ..store.load import resolve_checkpoint
+from ..store.meta import CheckpointMeta, DataIdentity, InitSource
 from .build import Distributed, Parts, build_parts
 from .log import RunLogger
 from .loss import label_smoothed_loss
 from .optimizer_state import optimizer_state, restore_optimizer
-from .validation import greedy_outputs
+from .validation import greedy_outputs, improves
 
 
 class TrainingError(RuntimeError):
@@ -67,8 +69,9 @@ class TrainState:
     step: int = 0
     bad_in_row: int = 0
     skipped: int = 0
-    best_loss: float | None = None
+    best_value: float | None = None  # of train.best_metric
     best_step: int | None = None
+    stale: int = 0  # validations since the best one
     train_seconds: float = 0.0  # time spent in training steps, across resumes (not validation)
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -103,6 +106,7 @@ class Trainer:
             "cuda", enabled=cfg.train.precision == "fp16" and self.device.type == "cuda"
         )
         self.checkpoints = self.run_dir / "checkpoints"
+        self.origin: InitSource | None = None  # set by init_from, kept across resumes
 
     # ----------------------------------------------------------------- state
     def resume(self) -> bool:
@@ -124,10 +128,49 @@ class Trainer:
             restore_optimizer(self.optimizer, ck.trainer["optimizer"], ck.trainer_tensors)
             self.sampler.load_state_dict(ck.trainer["sampler"])
             torch.set_rng_state(ck.trainer_tensors["rng.torch"])
-            self.state = TrainState(**ck.trainer["state"])
+            state = dict(ck.trainer["state"])
+            if "best_loss" in state:  # checkpoints written before train.best_metric
+                state["best_value"] = state.pop("best_loss")
+            self.state = TrainState(**state)
+            self.origin = ck.meta.initialised_from
             self.console.print(f"resumed from {path} at step {self.state.step}")
             return True
         return False
+
+    def init_from(self, path: Path, keep_optimizer: bool = False, keep_step: bool = False) -> None:
+        """Start a new run from another run's (or an imported model's) weights: fine-tuning.
+
+        The optimizer, schedule and data position start afresh unless `keep_optimizer` (Adam's
+        moments, when the checkpoint has them) or `keep_step` (the step count, so the learning
+        rate goes on from there). The architecture (training-only settings such as dropout may
+        differ) and the vocabularies must be the checkpoint's."""
+        ck_path = resolve_checkpoint(path)
+        if self.run_dir.resolve() in (ck_path.resolve(), *ck_path.resolve().parents):
+            raise TrainingError(
+                f"--init-from {path} lies in the run directory {self.run_dir}; give another --run-dir"
+            )
+        ck = load_checkpoint(ck_path, with_trainer=keep_optimizer)
+        differences = architecture_differences(ck.config.model, self.cfg.model)
+        if differences:
+            raise TrainingError(
+                f"--init-from {ck_path} has another architecture than the config ({'; '.join(differences)}, "
+                "checkpoint vs config); give the checkpoint as the config to take its model settings"
+            )
+        if vocab_digest(ck_path) != vocab_digest(self.data.dir):
+            raise TrainingError(
+                f"--init-from {ck_path} reads other vocabularies than the data in {self.data.dir}; "
+                f"prepare the data with `transduce prepare ... --vocab-from {ck_path}`"
+            )
+        load_weights(self.model, ck.weights)
+        if keep_optimizer:
+            assert ck.trainer is not None
+            restore_optimizer(self.optimizer, ck.trainer["optimizer"], ck.trainer_tensors)
+        if keep_step:
+            self.state.step = ck.meta.step
+        self.origin = InitSource(
+            checkpoint=str(ck_path), step=ck.meta.step, kept_optimizer=keep_optimizer, kept_step=keep_step
+        )
+        self.console.print(f"initialised from {ck_path} (step {ck.meta.step})")
 
     def _data_identity(self) -> DataIdentity:
         """What a resumed run must find unchanged: the token ids and the examples."""
@@ -144,19 +187,12 @@ class Trainer:
             what = "vocabulary" if saved.vocab_sha256 != now.vocab_sha256 else "dataset"
             raise TrainingError(
                 f"{path} was trained on another {what} than {self.data.dir}; resuming only continues the "
-                "same run on the same data: use a new --run-dir"
+                f"same run on the same data: to fine-tune on it, use a new --run-dir with --init-from {path}"
             )
 
     def save(self) -> Path:
-        """Write a checkpoint; it becomes the best one if validated at this step with a lower loss."""
+        """Write a checkpoint of this step (the best one when its validation was the best)."""
         path = self.checkpoints / f"ckpt-{self.state.step:08d}"
-        latest = self.state.history[-1] if self.state.history else None
-        if (
-            latest is not None
-            and latest["step"] == self.state.step
-            and (self.state.best_loss is None or latest["dev_loss"] < self.state.best_loss)
-        ):
-            self.state.best_loss, self.state.best_step = latest["dev_loss"], self.state.step
         opt_scalars, opt_tensors = optimizer_state(self.optimizer)
         facts = self.data.meta.model_dump(include=set(DataFacts.model_fields))
         meta = CheckpointMeta(
@@ -164,6 +200,7 @@ class Trainer:
             step=self.state.step,
             factor_vocab_sizes=[len(v) for v in self.data.factor_vocabs],
             data_identity=self._data_identity(),
+            initialised_from=self.origin,
             metrics=self.state.history[-1] if self.state.history else {},
         )
         trainer = {
@@ -298,8 +335,9 @@ class Trainer:
         }
 
     # ------------------------------------------------------------------ loop
-    def fit(self, resume: bool = False) -> dict[str, Any]:
-        """Train to `train.steps`, validating and checkpointing on the way.
+    def fit(self, resume: bool = False, init: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Train to `train.steps`, validating and checkpointing on the way. `init` (e.g. a call of
+        `init_from`) starts a run that has no checkpoint to resume from.
 
         The run directory is locked for the whole run; if anything fails or interrupts training
         after a step that no checkpoint holds yet, that step is saved before the error goes on."""
@@ -309,8 +347,9 @@ class Trainer:
                 if self.env.main:
                     for leftover in remove_stale_temporaries(self.checkpoints):
                         self.warn(f"removed {leftover.name}, left by an interrupted checkpoint write")
-                if resume:
-                    self.resume()
+                resumed = resume and self.resume()
+                if init is not None and not resumed:
+                    init()
                 self.saved_step = self.state.step
                 try:
                     return self._loop(logger)
@@ -341,6 +380,12 @@ class Trainer:
         t = self.cfg.train
         if t.max_minutes is not None and self.state.train_seconds >= 60 * t.max_minutes:
             logger.text(f"train.max_minutes={t.max_minutes} already spent; nothing to train")
+            return self.state.history[-1] if self.state.history else {}
+        if t.patience is not None and self.state.stale >= t.patience:
+            logger.text(
+                f"stopped early: {self.state.stale} validations without a better dev {t.best_metric}; "
+                "nothing to train (raise train.patience to go on)"
+            )
             return self.state.history[-1] if self.state.history else {}
         stream = iter(self.sampler)
         last_save = time.monotonic()
@@ -401,18 +446,27 @@ class Trainer:
                     t.validate_every_minutes is not None
                     and self.state.train_seconds - last_validation >= 60 * t.validate_every_minutes
                 )
+                improved = stop_early = False
                 if step % t.validate_every == 0 or step == t.steps or validate_due or out_of_time:
-                    self._validate_and_record(logger, progress)
+                    improved = self._agree(self._validate_and_record(logger, progress))
+                    stop_early = self._agree(t.patience is not None and self.state.stale >= t.patience)
                     last_validation = self.state.train_seconds
                 minutes = t.save_every_minutes
                 due_time = minutes is not None and time.monotonic() - last_save >= 60 * minutes
-                if step % t.save_every == 0 or step == t.steps or due_time or out_of_time:
+                due = step % t.save_every == 0 or step == t.steps or due_time or out_of_time
+                if due or improved or stop_early:  # the best checkpoint is always kept
                     if self.env.main:
                         self.save()
                     self.env.barrier()
                     last_save = time.monotonic()
                 if out_of_time:
                     logger.text(f"step {step}: train.max_minutes={t.max_minutes} of training time reached")
+                    break
+                if stop_early:
+                    logger.text(
+                        f"step {step}: stopped early after {self.state.stale} validations without a "
+                        f"better dev {t.best_metric} (the best at step {self.state.best_step})"
+                    )
                     break
         return self.state.history[-1] if self.state.history else {}
 
@@ -424,11 +478,25 @@ class Trainer:
         dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
-    def _validate_and_record(self, logger: RunLogger, progress: Progress) -> None:
+    def _validate_and_record(self, logger: RunLogger, progress: Progress) -> bool:
+        """Validate (on the main rank) and track the best step; True if this one is the best."""
+        improved = False
         if self.env.main:
             metrics = self.validate()
             self.state.history.append(metrics)
             logger.scalars(self.state.step, {f"valid/{k}": v for k, v in metrics.items() if k != "step"})
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "step")
             progress.console.print(f"step {self.state.step}: {shown}")
+            improved = self._track_best(metrics)
         self.env.barrier()
+        return improved
+
+    def _track_best(self, metrics: dict[str, Any]) -> bool:
+        """Update the best step by train.best_metric and the count of validations since it."""
+        metric = self.cfg.train.best_metric
+        value = float(metrics[f"dev_{metric}"])
+        if math.isfinite(value) and improves(metric, value, self.state.best_value):
+            self.state.best_value, self.state.best_step, self.state.stale = value, self.state.step, 0
+            return True
+        self.state.stale += 1
+        return False

@@ -58,6 +58,27 @@ def text_metrics(data: Dataset, predict: Predict) -> Metrics:
     return {"dev_bleu": scores.bleu, "dev_chrf": scores.chrf}
 
 
+# What train.best_metric may name for each kind of data, besides loss and ppl (logged as dev_<name>).
+BEST_METRICS = {"task": ("char_acc", "seq_acc"), "parse": ("f1",), "text": ("bleu", "chrf")}
+LOWER_IS_BETTER = ("loss", "ppl")
+
+
+def check_best_metric(metric: str, data_kind: str) -> None:
+    """ValueError unless validation on this kind of data computes `metric`."""
+    allowed = (*LOWER_IS_BETTER, *BEST_METRICS[data_kind])
+    if metric not in allowed:
+        raise ValueError(
+            f"train.best_metric={metric!r} is not computed on {data_kind} data; allowed: {', '.join(allowed)}"
+        )
+
+
+def improves(metric: str, value: float, best: float | None) -> bool:
+    """Whether a validation's `value` of `metric` beats the best so far (strictly)."""
+    if best is None:
+        return True
+    return value < best if metric in LOWER_IS_BETTER else value > best
+
+
 METRICS: dict[str, Callable[[Dataset, Predict], Metrics]] = {
     "task": task_metrics,
     "parse": parse_metrics,

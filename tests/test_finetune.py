@@ -1,0 +1,143 @@
+"""Fine-tuning: `prepare --vocab-from` reuses a model's vocabularies, `train --init-from` starts a new
+run from its weights; mismatches are refused with one-line errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tiny import TINY
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.config import load_config
+from transduce.store.checkpoint import load_checkpoint, step_checkpoints
+from transduce.store.load import config_from
+from transduce.train.trainer import Trainer
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away"]
+SIZES = [*TINY[:5], "data.task=null", "data.max_tokens=300", "train.warmup=3"]
+
+
+def corpus(folder: Path, words: list[str], seed: int) -> Path:
+    """Random sentences over `words`, and their upper-cased copies, as train/dev splits."""
+    rng = torch.Generator().manual_seed(seed)
+    folder.mkdir()
+    for split, size in (("train", 120), ("dev", 8)):
+        lines = [
+            " ".join(words[int(i)] for i in torch.randint(0, len(words), (int(n),), generator=rng))
+            for n in torch.randint(2, 7, (size,), generator=rng)
+        ]
+        (folder / f"{split}.en").write_text("\n".join(lines) + "\n")
+        (folder / f"{split}.up").write_text("\n".join(line.upper() for line in lines) + "\n")
+    return folder
+
+
+def cli(*args: object) -> str:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def cli_error(*args: object) -> str:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def general(tmp_path_factory) -> dict[str, Path]:
+    """A general run trained 4 steps on one corpus; a second corpus prepared with its vocabulary
+    and a third with a vocabulary of its own."""
+    tmp = tmp_path_factory.mktemp("ft")
+    corpus(tmp / "general", WORDS, 0)
+    corpus(tmp / "domain", [*WORDS[:6], "bird", "flew", "over"], 1)
+    cli(
+        "prepare",
+        tmp / "general",
+        "-o",
+        tmp / "data-general",
+        "--src",
+        "en",
+        "--tgt",
+        "up",
+        "--vocab-size",
+        300,
+    )
+    cfg = load_config(
+        "small", [*SIZES, f"data.dataset={tmp / 'data-general'}", "train.steps=4", "train.save_every=4"]
+    )
+    Trainer(cfg, tmp / "run-general", show_progress=False).fit()
+    args = ("prepare", tmp / "domain", "--src", "en", "--tgt", "up")
+    cli(*args, "-o", tmp / "data-domain", "--vocab-from", tmp / "run-general")
+    cli(*args, "-o", tmp / "data-own", "--vocab-size", 300)
+    return {"tmp": tmp, "run": tmp / "run-general", "data": tmp / "data-domain", "own": tmp / "data-own"}
+
+
+def test_vocab_from_encodes_with_the_checkpoints_vocabulary(general):
+    ckpt = step_checkpoints(general["run"] / "checkpoints")[-1]
+    assert (general["data"] / "src.spm").read_bytes() == (ckpt / "src.spm").read_bytes()
+    assert (general["own"] / "src.spm").read_bytes() != (ckpt / "src.spm").read_bytes()
+    meta = json.loads((general["data"] / "meta.json").read_text())
+    assert meta["src_vocab_size"] == 300
+
+
+def test_init_from_starts_from_exactly_the_loaded_weights(general):
+    ckpt = step_checkpoints(general["run"] / "checkpoints")[-1]
+    cfg = config_from(str(general["run"]), [f"data.dataset={general['data']}"])
+    trainer = Trainer(cfg, general["tmp"] / "run-init", show_progress=False)
+    trainer.init_from(general["run"])
+    expected = load_checkpoint(ckpt).weights
+    state = trainer.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in expected.items())
+    assert trainer.state.step == 0 and trainer.origin is not None and trainer.origin.step == 4
+    assert all(not s for s in trainer.optimizer.state.values())  # a fresh Adam
+
+
+@pytest.mark.parametrize(("keep", "first_step"), [([], 2), (["--keep-step", "--keep-optimizer"], 6)])
+def test_train_init_from_records_its_start(general, keep, first_step):
+    run = general["tmp"] / f"run-ft{len(keep)}"
+    steps = f"train.steps={first_step}", f"train.save_every={first_step}"
+    data = f"data.dataset={general['data']}"
+    cli(
+        "train",
+        general["run"],
+        data,
+        *steps,
+        "--init-from",
+        general["run"],
+        "--run-dir",
+        run,
+        *keep,
+        "--no-progress",
+    )
+    (saved,) = step_checkpoints(run / "checkpoints")
+    assert saved.name == f"ckpt-{first_step:08d}"
+    meta = json.loads((saved / "config.json").read_text())
+    origin = meta["initialised_from"]
+    assert (
+        origin["step"] == 4 and origin["kept_step"] == bool(keep) and origin["kept_optimizer"] == bool(keep)
+    )
+    assert (
+        meta["data_identity"]["dataset_hash"]
+        == json.loads((general["data"] / "meta.json").read_text())["hash"]
+    )
+
+
+def test_fine_tuning_mismatches_are_refused(general, tmp_path):
+    run = general["run"]
+    base = ["train", run, "--run-dir", tmp_path / "r", "--no-progress"]
+    error = cli_error(*base, f"data.dataset={general['own']}", "--init-from", run)
+    assert "other vocabularies" in error and "--vocab-from" in error
+    error = cli_error(*base, "model.d_ff=32", f"data.dataset={general['data']}", "--init-from", run)
+    assert "model.d_ff: 64 vs 32" in error
+    assert "--init-from" in cli_error(*base, f"data.dataset={general['data']}", "--keep-step")
+    error = cli_error("train", run, f"data.dataset={general['data']}", "--init-from", run, "--run-dir", run)
+    assert "give a new --run-dir" in error
+    error = cli_error("train", run, f"data.dataset={general['data']}", "--run-dir", run, "train.steps=8")
+    assert "--init-from" in error  # resuming on other data points to fine-tuning
+    assert "--vocab-from applies to parallel text" in cli_error(
+        "prepare", "--task", "copy", "-o", tmp_path / "d", "--vocab-from", run
+    )
