@@ -142,9 +142,9 @@ def config_from(source: str, overrides: list[str]) -> Config:
     """The config a user names: a checkpoint or run directory's own, or a preset or file; with
     the overrides applied."""
     path = Path(source)
-    if path.is_dir():
+    if (path / "config.json").is_file() or (path / "checkpoints").is_dir():
         return build_config(read_meta(resolve_checkpoint(path)).config, overrides)
-    return load_config(source, overrides)
+    return load_config(source, overrides)  # any other directory: refused there
 
 
 def resolve_model_source(
