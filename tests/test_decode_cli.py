@@ -42,6 +42,14 @@ def nbest_rows(rows: list[str]) -> dict[int, list[tuple[str, float]]]:
     return found
 
 
+def score_rows(ckpts: dict[str, Path], targets: Path) -> list[str]:
+    """`score --per-token` of the input lines against `targets` with checkpoint a."""
+    args = ["score", str(ckpts["a"]), "--src", str(ckpts["in"]), "--tgt", str(targets), "--per-token"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
 def test_sampling_with_top_k_1_prints_the_greedy_output(ckpts):
     greedy = translate(ckpts["a"], "-i", ckpts["in"], "--greedy")
     assert translate(ckpts["a"], "-i", ckpts["in"], "--sample", "--top-k", "1") == greedy
@@ -82,20 +90,7 @@ def test_score_prints_the_models_log_probabilities(ckpts, tmp_path):
     loaded = load_model(ckpts["a"])
     targets = ["3 2 1", "4", "", "9 9 9 9", "1 1"]
     (tmp_path / "tgt.txt").write_text("\n".join(targets) + "\n")
-    result = CliRunner().invoke(
-        app,
-        [
-            "score",
-            str(ckpts["a"]),
-            "--src",
-            str(ckpts["in"]),
-            "--tgt",
-            str(tmp_path / "tgt.txt"),
-            "--per-token",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    rows = result.stdout.splitlines()
+    rows = score_rows(ckpts, tmp_path / "tgt.txt")
     assert len(rows) == len(LINES)
     for source, target, row in zip(LINES, targets, rows, strict=True):
         total, mean, tokens = row.split("\t")
@@ -110,20 +105,9 @@ def test_the_best_beam_output_scores_its_search_score(ckpts, tmp_path):
     rows = nbest_rows(translate(ckpts["a"], "-i", ckpts["in"], "--alpha", "0", "--nbest", "2", "--beam", "3"))
     best = [rows[n][0] for n in range(len(LINES))]
     (tmp_path / "best.txt").write_text("".join(text + "\n" for text, _ in best))
-    result = CliRunner().invoke(
-        app,
-        [
-            "score",
-            str(ckpts["a"]),
-            "--src",
-            str(ckpts["in"]),
-            "--tgt",
-            str(tmp_path / "best.txt"),
-            "--per-token",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    for source, (text, search_score), row in zip(LINES, best, result.stdout.splitlines(), strict=True):
+    for source, (text, search_score), row in zip(
+        LINES, best, score_rows(ckpts, tmp_path / "best.txt"), strict=True
+    ):
         if not source:
             continue
         tokens = [float(t) for t in row.split("\t")[2].split()]
