@@ -33,10 +33,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from torch import nn
 
 from .config import DecodeConfig
 from .data.source import SourceAnnotation
-from .decode.pipeline import decode_options, encode_lines, render
+from .decode.pipeline import Loaded, decode_options, decoding_model, encode_lines, render
 from .decode.search import Hypothesis
 from .decode.translate import decode_all
 from .store.load import LoadedModel
@@ -54,6 +55,16 @@ class TranslateRequest(BaseModel):
     beam: int | None = Field(None, ge=1, le=64)
     alpha: float | None = Field(None, ge=0.0, le=10.0)
     nbest: int = Field(1, ge=1, le=64)
+    sample: bool = False  # draw outputs at random instead of beam search
+    temperature: float | None = Field(None, gt=0.0, le=100.0)
+    top_k: int | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)  # the same seed and segment give the same samples
+    num_samples: int = Field(1, ge=1, le=64)
+
+    def outputs(self) -> int:
+        """How many outputs each segment gets: a list of them when more than one."""
+        return self.num_samples if self.sample else self.nbest
 
 
 class Translation(BaseModel):
@@ -132,9 +143,14 @@ def _option(name: str) -> str:
 
 
 def segment_work(source: list[int], beam: int) -> int:
-    """The decoding cost budgeted for a segment: its tokens with EOS times the beam (an empty
-    segment is not decoded, so 0)."""
+    """The decoding cost budgeted for a segment: its tokens with EOS times the beam, or the number
+    of samples (an empty segment is not decoded, so 0)."""
     return (len(source) + 1) * beam if source else 0
+
+
+def breadth(options: DecodeConfig) -> int:
+    """Hypotheses decoded side by side per segment: the beam, or the samples when sampling."""
+    return options.num_samples if options.sample else options.beam
 
 
 class Overloaded(Exception):
@@ -162,7 +178,7 @@ class _Job:
         self.unfinished = len(self.pending)
 
     def work(self, i: int) -> int:
-        return segment_work(self.sources[i], self.options.beam)
+        return segment_work(self.sources[i], breadth(self.options))
 
     def queued_work(self) -> int:
         return sum(self.work(i) for i in self.pending)
@@ -217,8 +233,8 @@ class Batcher:
     request fails.
     """
 
-    def __init__(self, loaded: LoadedModel, limits: Limits) -> None:
-        self.loaded, self.limits = loaded, limits
+    def __init__(self, model: nn.Module, limits: Limits) -> None:
+        self.model, self.limits = model, limits
         self.line: deque[_Job] = deque()  # requests with segments still to decode, in turn order
         self.changed = asyncio.Event()
         self.thread = DecodeThread()
@@ -308,6 +324,7 @@ class Batcher:
         """Decode the batch in one call; if that fails, each request's part alone."""
         first = batch[0][0]
         sources = [job.sources[i] for job, taken in batch for i in taken]
+        numbers = [i for _, taken in batch for i in taken]  # sampling seeds follow a segment's number
         annotations = None
         if first.annotations is not None:  # all or none: they come with the model's input format
             annotations = [job.annotations[i] for job, taken in batch for i in taken]  # type: ignore[index]
@@ -317,7 +334,7 @@ class Batcher:
         options = first.options.model_copy(update={"max_tokens": self.limits.max_batch_tokens})
         try:
             results = await self.thread.call(
-                lambda: decode_all(self.loaded.model, sources, options, annotations=annotations)
+                lambda: decode_all(self.model, sources, options, annotations=annotations, numbers=numbers)
             )
         except Exception as exc:  # a bad batch never takes the server or other requests down
             if len(batch) > 1:
@@ -417,14 +434,16 @@ async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResp
     return JSONResponse({"detail": errors}, status_code=422)
 
 
-def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
-    """The ASGI application serving one loaded model."""
+def create_app(models: Loaded, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
+    """The ASGI application serving one loaded model, or the ensemble of several."""
     limits = limits or Limits()
     if api_key == "":
         raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")
+    loaded, model = decoding_model(models)
     if loaded.config.model.syntax_mask != "none":
         raise ValueError("serving syntax-aware models (which need source trees) is not supported")
-    batcher = Batcher(loaded, limits)
+    members = [models] if isinstance(models, LoadedModel) else list(models)
+    batcher = Batcher(model, limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -454,6 +473,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         return {
             "version": _package_version(),
             "checkpoint": loaded.path.name,  # not the absolute path: it tells clients about the host
+            "ensemble": [m.path.name for m in members],
             "config": loaded.config.model_dump(mode="json"),
             "src_vocab_size": len(loaded.src_vocab),
             "tgt_vocab_size": len(loaded.tgt_vocab),
@@ -487,7 +507,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         annotations: list[SourceAnnotation] | None,
         options: DecodeConfig,
     ) -> list[list[Hypothesis]]:
-        check_work(sources, options.beam)
+        check_work(sources, breadth(options))
         try:
             job = batcher.submit(sources, annotations, options)
         except Overloaded as exc:
@@ -504,7 +524,18 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         if longest > limits.max_chars:
             raise HTTPException(413, f"a segment has {longest} characters; at most {limits.max_chars}")
         try:
-            options = decode_options(loaded.config.decode, beam=body.beam, alpha=body.alpha, nbest=body.nbest)
+            options = decode_options(
+                loaded.config.decode,
+                beam=body.beam,
+                alpha=body.alpha,
+                nbest=body.nbest,
+                sample=body.sample,
+                temperature=body.temperature,
+                top_k=body.top_k,
+                top_p=body.top_p,
+                seed=body.seed,
+                num_samples=body.num_samples,
+            )
             encoded = encode_lines(loaded, body.segments)
         except ValueError as exc:  # ConfigError too
             raise HTTPException(422, str(exc)) from None
@@ -512,7 +543,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         out: list[Translation | list[Translation]] = []
         for found in render(loaded, body.segments, results):
             rows = [Translation(text=o.text, score=o.score) for o in found]
-            out.append(rows if body.nbest > 1 else rows[0])
+            out.append(rows if body.outputs() > 1 else rows[0])
         return TranslateResponse(translations=out)
 
     @app.post("/attention", response_model=AttentionResponse, dependencies=[Depends(check_key)])

@@ -6,13 +6,13 @@ from typing import Annotated
 
 import typer
 
-from .common import Checkpoint, Quantize, Threads, app, console, loaded_model, user_errors
+from .common import Checkpoints, Quantize, Threads, app, console, loaded_models, user_errors
 
 
 @app.command()
 def serve(
     ctx: typer.Context,
-    checkpoint: Checkpoint,
+    checkpoints: Checkpoints,
     host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     api_key: Annotated[
@@ -57,6 +57,7 @@ def serve(
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
+    Several checkpoints are served as their ensemble (/attention shows the first one's weights).
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
     from ..serve import Limits, Listen, create_app, is_loopback, run_server, server_api_key
 
@@ -69,7 +70,7 @@ def serve(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = loaded_model(checkpoint, quantize, threads)
+    loaded = loaded_models(checkpoints, quantize, threads)
     with user_errors(ValueError):
         application = create_app(loaded, limits, key)
     run_server(application, listen)

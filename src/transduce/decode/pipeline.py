@@ -195,7 +195,7 @@ def translate_lines(
         on_batch=on_batch,
         annotations=encoded.annotations,
         prefixes=forced,
-        first=first,
+        numbers=range(first, first + len(lines)),
     )
     return render(reader, lines, results), encoded
 

@@ -24,7 +24,7 @@ def decode_all(
     on_batch: Callable[[int, int], None] | None = None,
     annotations: list[SourceAnnotation] | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
-    first: int = 0,
+    numbers: Sequence[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per source (or `cfg.num_samples` samples with `cfg.sample`), in input
     order. Empty sources give no hypotheses. `model`: an EncoderDecoder or an Ensemble.
@@ -32,9 +32,13 @@ def decode_all(
     annotations: per source, its tags and tree distances for factored or syntax-aware models.
     prefixes: per source, target token ids every output starts with (ignored for empty sources).
     on_batch(sources, output tokens) is called after each batch, for progress displays.
-    Sampling seeds source i's stream with stream_seed(cfg.seed, first + i), so its samples do not
-    depend on the batching, nor on how a long input is cut into calls (`first`: the number of
-    sources[0] in the whole input); without cfg.seed the base seed comes from torch's global RNG."""
+    Sampling seeds source i's stream with stream_seed(cfg.seed, numbers[i]), so its samples depend
+    neither on the batching nor on how an input is cut into calls (`numbers`: each source's number
+    in its own input, by default 0, 1, ...); without cfg.seed the base seed comes from torch's
+    global RNG."""
+    numbers = list(range(len(sources))) if numbers is None else list(numbers)
+    if len(numbers) != len(sources):
+        raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
     if use_greedy and cfg.sample:
         raise ValueError("greedy search and sampling exclude each other; choose one")
     if prefixes is not None:
@@ -73,7 +77,7 @@ def decode_all(
         )
         if cfg.sample:
             assert base_seed is not None
-            seeds = [stream_seed(base_seed, first + i) for i in idx]
+            seeds = [stream_seed(base_seed, numbers[i]) for i in idx]
             hyps = sample(
                 model, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
             )
