@@ -66,6 +66,19 @@ class ModelConfig(_Section):
         le=POSITIONS_MAX,
         description=f"rows of the learned position table (positions='learned'); 1..{POSITIONS_MAX}",
     )
+    # Positions drawn at random in training, for length generalisation (model/randomised_positions.py)
+    position_randomisation: Literal["none", "offset", "subset"] = Field(
+        "none",
+        description="training positions: none (0..n-1); offset (k..k+n-1, k uniform in [0, n), the UT "
+        "paper's); subset (n sorted distinct positions of [0, position_range), Ruoss et al. 2023); "
+        "evaluation always uses 0..n-1",
+    )
+    position_range: int = Field(
+        2048,
+        ge=1,
+        le=POSITIONS_MAX,
+        description=f"positions 'subset' draws from, far beyond the training lengths; 1..{POSITIONS_MAX}",
+    )
     scale_embeddings: bool = True
     tie_embeddings: Literal["none", "decoder", "all"] = "all"
     final_logits_bias: bool = False
@@ -97,6 +110,18 @@ class ModelConfig(_Section):
             )
         if self.arch == "universal" and self.kind != "encoder_decoder":
             raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
+        if (
+            self.arch == "transformer"
+            and self.positions == "learned"
+            and self.position_randomisation == "subset"
+            and self.position_range > self.max_positions
+        ):
+            raise ValueError(
+                f"model.position_range ({self.position_range}) must not exceed model.max_positions "
+                f"({self.max_positions}): position_randomisation='subset' indexes the learned position "
+                f"table with positions up to position_range - 1; allowed: model.position_range "
+                f"1..{self.max_positions}"
+            )
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
         depth = self.encoder_steps if self.arch == "universal" else self.encoder_layers
@@ -457,11 +482,21 @@ def load_config(source: str, overrides: list[str] | tuple[str, ...] = ()) -> Con
 
 
 def check_positions(model: ModelConfig, longest: int, where: str) -> None:
-    """Refuse data longer than the learned position table before training reaches such a batch
-    (sinusoids extend to any length). `longest` counts a sequence with its EOS or BOS."""
-    if model.positions == "learned" and longest > model.max_positions:
+    """Refuse data longer than the learned position table, or than position randomisation can
+    place, before training reaches such a batch (sinusoids extend to any length). `longest` counts
+    a sequence with its EOS or BOS."""
+    if model.position_randomisation == "subset" and longest > model.position_range:
         raise ConfigError(
-            f"{where} has sequences of {longest} positions (with EOS/BOS) but the learned position "
-            f"table holds model.max_positions={model.max_positions}; allowed: model.max_positions "
-            f"from {longest} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
+            f"{where} has sequences of {longest} positions (with EOS/BOS) but "
+            f"model.position_randomisation='subset' draws them from model.position_range="
+            f"{model.position_range}; allowed: model.position_range from {longest} to {POSITIONS_MAX}"
+        )
+    # a random offset k < n shifts a sequence of n positions up to position 2n - 2
+    needed = 2 * longest - 1 if model.position_randomisation == "offset" else longest
+    if model.positions == "learned" and model.arch == "transformer" and needed > model.max_positions:
+        shifted = " shifted by model.position_randomisation='offset'" if needed > longest else ""
+        raise ConfigError(
+            f"{where} has sequences of {longest} positions (with EOS/BOS){shifted}, needing {needed}, "
+            f"but the learned position table holds model.max_positions={model.max_positions}; allowed: "
+            f"model.max_positions from {needed} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
         )
