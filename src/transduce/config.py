@@ -144,9 +144,18 @@ class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: Literal["copy", "reverse", "addition", "lte"] | None = None
+    task: Literal["copy", "reverse", "double", "addition", "addition_le", "lte"] | None = None
     task_symbols: int = Field(10, ge=2, le=1000)
+    task_train_min_len: int = Field(
+        1, ge=1, le=TASK_LEN_MAX, description=f"shortest length of train/dev/test; 1..{TASK_LEN_MAX}"
+    )
     task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
+    task_test_min_len: int | None = Field(
+        None,
+        ge=1,
+        le=TASK_LEN_MAX,
+        description=f"test_long's shortest length; 1..{TASK_LEN_MAX}; default task_train_max_len + 1",
+    )
     task_test_max_len: int | None = Field(
         None,
         ge=2,
@@ -163,8 +172,13 @@ class DataConfig(_Section):
 
     @property
     def long_max_len(self) -> int:
-        """The longest length of `test_long` (which starts at task_train_max_len + 1)."""
+        """The longest length of `test_long`."""
         return self.task_test_max_len or 2 * self.task_train_max_len
+
+    @property
+    def long_min_len(self) -> int:
+        """The shortest length of `test_long`."""
+        return self.task_test_min_len or self.task_train_max_len + 1
 
     @model_validator(mode="after")
     def _task_within_budget(self) -> DataConfig:
@@ -172,6 +186,18 @@ class DataConfig(_Section):
             raise ValueError(
                 f"data.task_test_max_len ({self.long_max_len}) must exceed data.task_train_max_len "
                 f"({self.task_train_max_len}): test_long holds the longer lengths"
+            )
+        ranges = [
+            ("task_train_min_len", self.task_train_min_len, "task_train_max_len", self.task_train_max_len),
+            ("task_test_min_len", self.long_min_len, "task_test_max_len", self.long_max_len),
+        ]
+        for low_key, low, high_key, high in ranges:
+            if low > high:
+                raise ValueError(f"data.{low_key} ({low}) must not exceed data.{high_key} ({high})")
+        if self.task == "addition_le" and self.task_train_max_len < 3:
+            raise ValueError(
+                f"data.task 'addition_le' needs data.task_train_max_len >= 3 (got "
+                f"{self.task_train_max_len}): its shortest input is a digit, the separator and a digit"
             )
         if self.task is not None and self.task_symbol_estimate() > TASK_SYMBOLS_BUDGET:
             raise ValueError(
@@ -182,9 +208,16 @@ class DataConfig(_Section):
         return self
 
     def task_symbol_estimate(self) -> int:
-        """A rough count of the symbols in the task's four splits, from the longest lengths: copy and
-        reverse write 2 per unit of length, addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
-        growth = 2 ** (self.task_nesting + 1) if self.task == "lte" else 3 if self.task == "addition" else 2
+        """A rough count of the symbols in the task's four splits, from the longest lengths: copy,
+        reverse and addition_le write 2 per unit of length, double and addition 3, lte 2^(nesting+1)
+        per digit."""
+        growth = (
+            2 ** (self.task_nesting + 1)
+            if self.task == "lte"
+            else 3
+            if self.task in ("addition", "double")
+            else 2
+        )
         evals = self.task_eval_size * (2 * self.task_train_max_len + self.long_max_len)
         return growth * (self.task_train_size * self.task_train_max_len + evals)
 
