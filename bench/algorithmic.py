@@ -1,149 +1,394 @@
-"""Length generalisation on the UT paper's algorithmic tasks: Transformer vs UT vs UT+ACT.
+"""Length generalisation on the UT paper's algorithmic tasks (Dehghani et al. 2018, section 3.3):
+Transformer, UT and UT+ACT, with and without position randomisation, over several seeds.
 
-    python bench/algorithmic.py                          # copy, reverse, addition; 3 models each
-    python bench/algorithmic.py --tasks copy --steps 300 # a quicker look
+    python bench/algorithmic.py        # the whole grid: 3 tasks x 3 models x 2 x 3 seeds, many hours
+    python bench/algorithmic.py --tasks copy --models ut --positions offset --seeds 1 \\
+        --steps 20 --eval-size 4 --lengths 40 80 --sweep-size 4 --test-len 120 --no-results-md
 
-Every model gets the same budget: the same training steps on the same seeded batches, the same
-width, and the same maximum depth (Transformer L layers = UT T steps = UT+ACT's step limit).
-Models train on lengths 1..--train-len and are tested on --train-len+1..--test-len (the
-`test_long` split) with greedy decoding; character and sequence accuracy as in the paper.
-Each run's result is kept in bench/out/algorithmic/, so an interrupted benchmark resumes where
-it stopped; the table is written into RESULTS.md between the algorithmic markers.
+The paper's setting, as tensor2tensor generates it: decimal strings, 100k training examples of
+lengths 1..40, tested at length 400; tasks copy, reverse and addition (two little-endian numbers
+joined by a separator, the target their little-endian sum: data.task=addition_le). Its UTs train
+with "positions starting with randomized offsets" (model.position_randomisation=offset).
+tensor2tensor's own test set spans lengths 1..400; here the headline is length --test-len exactly
+and a sweep over --lengths gives the curve.
+
+Models, at tensor2tensor's tiny sizes (d_model 128, d_ff 512, 4 heads, dropout 0.1):
+  transformer   2 encoder and 2 decoder layers            (transformer_tiny)
+  ut            one shared layer, 8 steps per stack        (universal_transformer_tiny)
+  ut_act        the same with ACT, at most 8 steps         (adaptive_universal_transformer_tiny)
+Every run gets the same budget: --steps steps of --max-tokens-token batches of the same data.
+Seed k seeds the data (data.seed) and the weights, dropout and position draws (train.seed).
+
+Per run: training with transduce's Trainer, then greedy decoding: character and sequence accuracy
+at --test-len (--eval-size examples, the test_long split) and at each of --lengths (--sweep-size
+examples each), ACT ponder steps (mean and max per side, on dev and teacher-forced at --test-len),
+CPU minutes (of the invocation that finished the run; train_minutes counts training across
+resumes). --lte adds Learning to Execute's memorisation tasks (copy, double, reverse of 55 digits,
+in distribution: their headline is the dev split). A run's result is a JSON file in
+bench/out/algorithmic/<setting>/ (the setting's name holds the sizes, a hash the rest); runs with a
+result are skipped, lengths missing from a result are evaluated from its checkpoint, and an
+interrupted run resumes from its last checkpoint. At the end that folder gets results.json,
+table.md (mean ± standard deviation over seeds beside the paper's numbers) and
+accuracy_by_length.png; with --results-md (the default) the table also goes into bench/RESULTS.md
+and the plot to bench/algorithmic_length.png.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
+import shutil
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from results import write_section
 
-from transduce.config import load_config
+from transduce.config import Config, load_config
+from transduce.data.tasks import examples_of_length
+from transduce.decode.translate import decode_all
+from transduce.metrics import accuracy
 from transduce.train.trainer import Trainer
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out" / "algorithmic"
 MODELS = {
-    "Transformer": ["model.arch=transformer"],
-    "UT": ["model.arch=universal", "model.act=false"],
-    "UT+ACT": ["model.arch=universal", "model.act=true"],
+    "transformer": ["model.arch=transformer"],
+    "ut": ["model.arch=universal", "model.act=false"],
+    "ut_act": ["model.arch=universal", "model.act=true"],
+}
+LABELS = {"transformer": "Transformer", "ut": "UT", "ut_act": "UT+ACT"}
+# The paper's Table 3 (char acc, seq acc at length 400); one "Universal Transformer" row, which the
+# paper does not say is with or without ACT, so it stands beside both of ours.
+PAPER = {
+    "copy": {"transformer": (0.53, 0.03), "ut": (0.91, 0.35)},
+    "reverse": {"transformer": (0.13, 0.06), "ut": (0.96, 0.46)},
+    "addition": {"transformer": (0.07, 0.00), "ut": (0.34, 0.02)},
 }
 
 
-def overrides(args: argparse.Namespace, task: str, model: str) -> list[str]:
-    depth = args.depth
-    return [
-        f"model.d_model={args.width}",
-        "model.heads=4",
-        f"model.d_ff={4 * args.width}",
-        f"model.encoder_layers={depth}",
-        f"model.decoder_layers={depth}",
-        f"model.encoder_steps={depth}",
-        f"model.decoder_steps={depth}",
-        "model.dropout=0.1",
-        *MODELS[model],
-        f"data.task={task}",
-        f"data.task_train_max_len={args.train_len}",
-        f"data.task_test_max_len={args.test_len}",
-        "data.task_train_size=20000",
-        f"data.task_eval_size={args.eval_size}",
-        "data.max_tokens=2048",
-        f"train.steps={args.steps}",
-        "train.warmup=400",
-        "train.lr_scale=0.5",
-        f"train.validate_every={args.steps}",
-        f"train.save_every={args.steps}",
-        f"train.threads={args.threads}",
-        "train.log_every=100",
-        "decode.max_len_a=1.0",
-        f"decode.max_len_b={args.test_len}",
-    ]
+@dataclass(frozen=True)
+class Task:
+    """A benchmark task: the generated task it trains on, and where its headline comes from."""
+
+    data_task: str
+    lte: bool = False  # Learning to Execute memorisation: one length, tested in distribution
+
+    def data_overrides(self, args: argparse.Namespace) -> list[str]:
+        if self.lte:  # test_long is not reported; one length past training keeps it cheap
+            lengths = [args.lte_len] * 2 + [args.lte_len + 1] * 2
+        else:
+            lengths = [1, args.train_len, args.test_len, args.test_len]
+        keys = ("task_train_min_len", "task_train_max_len", "task_test_min_len", "task_test_max_len")
+        return [f"data.task={self.data_task}", *(f"data.{k}={v}" for k, v in zip(keys, lengths, strict=True))]
+
+    @property
+    def headline(self) -> str:
+        """The split whose accuracy is the task's result."""
+        return "dev" if self.lte else "test_long"
 
 
-def run(args: argparse.Namespace, task: str, model: str) -> dict:
-    """Train one model on one task (or reuse its stored result)."""
-    setting = (
-        f"len{args.train_len}-{args.test_len}_steps{args.steps}_d{args.width}x{args.depth}_n{args.eval_size}"
+TASKS = {
+    "copy": Task("copy"),
+    "reverse": Task("reverse"),
+    "addition": Task("addition_le"),
+    "lte_copy": Task("copy", lte=True),
+    "lte_double": Task("double", lte=True),
+    "lte_reverse": Task("reverse", lte=True),
+}
+SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
+    *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
+    *("width", "d_ff", "heads", "layers", "ut_steps", "dropout", "warmup", "lr_scale"),
+]
+
+
+def setting_name(args: argparse.Namespace) -> str:
+    """The folder of one setting: its main sizes to read, a hash of every setting to be exact."""
+    settings = {k: getattr(args, k) for k in SETTING_KEYS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return f"len{args.train_len}-{args.test_len}_steps{args.steps}_tok{args.max_tokens}_{digest}"
+
+
+def config(args: argparse.Namespace, task: str, model: str, positions: str, seed: int) -> Config:
+    """One run's configuration, as `transduce train small ...` would take it."""
+    return load_config(
+        "small",
+        [
+            f"model.d_model={args.width}",
+            f"model.heads={args.heads}",
+            f"model.d_ff={args.d_ff}",
+            f"model.encoder_layers={args.layers}",
+            f"model.decoder_layers={args.layers}",
+            f"model.encoder_steps={args.ut_steps}",
+            f"model.decoder_steps={args.ut_steps}",
+            f"model.dropout={args.dropout}",
+            f"model.position_randomisation={positions}",
+            *MODELS[model],
+            *TASKS[task].data_overrides(args),
+            f"data.task_train_size={args.train_size}",
+            f"data.task_eval_size={args.eval_size}",
+            f"data.max_tokens={args.max_tokens}",
+            f"data.seed={seed}",
+            f"train.seed={seed}",
+            f"train.steps={args.steps}",
+            f"train.warmup={args.warmup}",
+            f"train.lr_scale={args.lr_scale}",
+            f"train.validate_every={args.steps}",
+            f"train.save_every={max(1, min(args.steps, 500))}",
+            "train.keep_last=1",
+            f"train.threads={args.threads}",
+            "train.log_every=100",
+            "decode.max_len_a=1.0",
+            "decode.max_len_b=10",  # every target is at most one symbol longer than its input
+        ],
     )
-    result_file = OUT / setting / f"{task}-{model}.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
-    cfg = load_config("small", overrides(args, task, model))
-    begin = time.monotonic()
-    metrics = Trainer(cfg, OUT / setting / f"{task}-{model}", show_progress=args.progress).fit(resume=True)
-    result = {
-        "task": task,
-        "model": model,
-        "minutes": (time.monotonic() - begin) / 60,
-        **{k: v for k, v in metrics.items() if isinstance(v, int | float)},
-    }
-    result_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = result_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, result_file)
-    print(json.dumps(result), flush=True)
+
+
+def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[str, float]:
+    """Greedy character and sequence accuracy on `count` examples of one length (the same
+    examples for every model and seed)."""
+    pairs = examples_of_length(cfg.data, length, count, seed=0)
+    sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
+    refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
+    trainer.model.eval()
+    hyps = decode_all(trainer.model, sources, cfg.decode, use_greedy=True, device=trainer.device)
+    acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
+    return {"char": acc.char, "seq": acc.sequence}
+
+
+def write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions: str, seed: int) -> dict:
+    """Train and evaluate one (task, model, positions, seed), or complete its stored result."""
+    name = f"{task}-{model}-{positions}-seed{seed}"
+    result_file = folder / f"{name}.json"
+    result = json.loads(result_file.read_text()) if result_file.exists() else None
+    lengths = [] if TASKS[task].lte else args.lengths
+    missing = [n for n in lengths if result is None or str(n) not in result["by_length"]]
+    if result is not None and not missing:
+        return result
+    cfg = config(args, task, model, positions, seed)
+    cpu, wall = time.process_time(), time.monotonic()
+    trainer = Trainer(cfg, folder / "runs" / name, show_progress=args.progress)
+    metrics = trainer.fit(resume=True)  # a finished run only loads its weights
+    train_cpu = time.process_time() - cpu
+    if result is None:
+        headline = TASKS[task].headline
+        _, _, ponder = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps, teacher-forced
+        result = {
+            "task": task,
+            "model": model,
+            "positions": positions,
+            "seed": seed,
+            "steps": trainer.state.step,
+            "char": metrics[f"{headline}_char_acc"],
+            "seq": metrics[f"{headline}_seq_acc"],
+            "dev_char": metrics["dev_char_acc"],
+            "dev_seq": metrics["dev_seq_acc"],
+            "dev_loss": metrics["dev_loss"],
+            "ponder_dev": {k: v for k, v in metrics.items() if "_ponder_" in k},
+            "ponder_test": ponder,
+            "train_minutes": trainer.state.train_seconds / 60,
+            "train_cpu_minutes": train_cpu / 60,
+            "by_length": {},
+        }
+    began = time.process_time()
+    for n in missing:
+        result["by_length"][str(n)] = accuracy_at(trainer, cfg, n, args.sweep_size)
+    result["sweep_cpu_minutes"] = result.get("sweep_cpu_minutes", 0.0) + (time.process_time() - began) / 60
+    result["cpu_minutes"] = result["train_cpu_minutes"] + result["sweep_cpu_minutes"]
+    result["wall_minutes"] = result.get("wall_minutes", 0.0) + (time.monotonic() - wall) / 60
+    write_json(result_file, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "by_length"}), flush=True)
     return result
 
 
-def table(results: list[dict], args: argparse.Namespace, command: str) -> list[str]:
+def spread(values: list[float]) -> str:
+    """mean ± standard deviation (population, over seeds), or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    out: dict[tuple[str, str, str], list[dict]] = {}
+    for r in results:
+        out.setdefault((r["task"], r["model"], r["positions"]), []).append(r)
+    return out
+
+
+def table(results: list[dict], args: argparse.Namespace, command: str, folder: Path) -> list[str]:
     lines = [
         f"## Algorithmic tasks: length generalisation ({time.strftime('%Y-%m-%d')})",
         "",
-        f"Command: `{command}`",
-        "",
+        f"Command: `{command}`  ",
+        f"Results: `{folder.relative_to(HERE.parent)}` (one JSON per run; `results.json`).  ",
         f"Machine: {platform.processor() or platform.machine()}, {args.threads} thread(s), torch "
-        f"{torch.__version__}, CPU. Train lengths 1..{args.train_len}, test (`test_long`) lengths "
-        f"{args.train_len + 1}..{args.test_len}; d_model {args.width}, 4 heads, depth {args.depth} "
-        f"(layers or steps), {args.steps} steps of 2048-token batches each, greedy decoding, "
-        f"{args.eval_size} examples per split.",
+        f"{torch.__version__}. Train lengths 1..{args.train_len} ({args.train_size} examples), headline "
+        f"at length {args.test_len} ({args.eval_size} examples; LTE tasks: length {args.lte_len}, dev); "
+        f"d_model {args.width}, d_ff {args.d_ff}, {args.heads} heads; Transformer {args.layers}+"
+        f"{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); {args.steps} steps of "
+        f"{args.max_tokens}-token batches; greedy decoding. Mean ± standard deviation over seeds (n).",
         "",
-        "| task | model | dev char | dev seq | long char | long seq | ponder (enc) | minutes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | model | positions | n | char acc | seq acc | paper char / seq | dev char / seq "
+        "| ACT steps enc / dec | CPU min |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in results:
-        ponder = r.get("encoder_ponder_mean")
+    for (task, model, positions), rows in groups(results).items():
+        papers_setting = args.train_len == 40 and args.test_len == 400
+        paper = PAPER.get(task, {}).get("ut" if model == "ut_act" else model) if papers_setting else None
+        ponder = [
+            spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
+            for side in ("encoder", "decoder")
+            if f"{side}_ponder_mean" in rows[0]["ponder_test"]
+        ]
         lines.append(
-            f"| {r['task']} | {r['model']} | {r['dev_char_acc']:.3f} | {r['dev_seq_acc']:.3f} | "
-            f"{r['test_long_char_acc']:.3f} | {r['test_long_seq_acc']:.3f} | "
-            f"{f'{ponder:.2f}' if ponder is not None else '-'} | {r['minutes']:.1f} |"
+            f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
+            f"{spread([r['seq'] for r in rows])} | {f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
+            f"{statistics.fmean(r['dev_char'] for r in rows):.2f} / "
+            f"{statistics.fmean(r['dev_seq'] for r in rows):.2f} | {' / '.join(ponder) or '-'} | "
+            f"{statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
         )
     lines += [
         "",
-        "The paper (train <= 40, test 400, full-size models on accelerators) reports that UT beats "
-        "the Transformer on character and sequence accuracy on all three tasks; its exact table was "
-        "not available offline to this project, so it is not quoted here.",
+        "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
+        "beside UT and UT+ACT), shown for its setting only (lengths 1..40, test 400). ACT steps: mean "
+        "ponder steps per position, teacher-forced at the headline length. CPU minutes: training and "
+        "evaluation in the invocation that finished the run. The curve over test lengths: "
+        f"`{'bench/algorithmic_length.png' if args.results_md else 'accuracy_by_length.png'}`.",
     ]
     return lines
+
+
+def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
+    """Mean accuracy over seeds against test length: a column per task, char and seq rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in results if not TASKS[r["task"]].lte))
+    if not tasks:
+        return
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 7), squeeze=False)
+    for (task, model, positions), rows in groups(results).items():
+        if task not in tasks:
+            continue
+        column = tasks.index(task)
+        lengths = sorted({int(n) for r in rows for n in r["by_length"]} | {args.test_len})
+        for row, metric in enumerate(("char", "seq")):
+            means = [
+                statistics.fmean(
+                    r[metric] if n == args.test_len else r["by_length"][str(n)][metric] for r in rows
+                )
+                for n in lengths
+            ]
+            style = "-" if positions == "none" else "--"
+            axes[row][column].plot(lengths, means, style, marker="o", label=f"{LABELS[model]}, {positions}")
+    for column, task in enumerate(tasks):
+        for row, metric in enumerate(("char", "seq")):
+            ax = axes[row][column]
+            ax.set_title(f"{task}: {metric} accuracy")
+            ax.set_xlabel("test length")
+            ax.set_ylim(-0.02, 1.02)
+            ax.axvline(args.train_len, color="grey", linewidth=0.8)
+            ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"trained on lengths 1..{args.train_len}; mean over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", nargs="+", default=["copy", "reverse", "addition"])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--train-len", type=int, default=8)
-    parser.add_argument("--test-len", type=int, default=24)
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--eval-size", type=int, default=300)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--progress", action="store_true", help="show each run's progress bar")
-    args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
-    results = [run(args, task, model) for task in args.tasks for model in args.models]
-    command = "python bench/algorithmic.py " + " ".join(
-        f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}"
-        for k, v in vars(args).items()
-        if k != "progress"
+    grid = parser.add_argument_group("the grid")
+    grid.add_argument("--tasks", nargs="+", default=["copy", "reverse", "addition"], choices=list(TASKS))
+    grid.add_argument("--lte", action="store_true", help="add lte_copy, lte_double and lte_reverse")
+    grid.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    grid.add_argument(
+        "--positions", nargs="+", default=["none", "offset"], choices=["none", "offset", "subset"]
     )
-    write_section("algorithmic", table(results, args, command))
+    grid.add_argument("--seeds", type=int, default=3, help="seeds 1..N per cell")
+    size = parser.add_argument_group("sizes (tensor2tensor's tiny models)")
+    size.add_argument("--width", type=int, default=128, help="d_model")
+    size.add_argument("--d-ff", type=int, default=512)
+    size.add_argument("--heads", type=int, default=4)
+    size.add_argument("--layers", type=int, default=2, help="Transformer layers per stack")
+    size.add_argument("--ut-steps", type=int, default=8, help="UT steps per stack (UT+ACT: at most)")
+    size.add_argument("--dropout", type=float, default=0.1)
+    train = parser.add_argument_group("training")
+    train.add_argument(
+        "--steps",
+        type=int,
+        default=1000,
+        help="measured: UT 1.3, UT+ACT 0.3 (pondering little) to 1.3, Transformer 0.3 CPU s/step; a UT run "
+        "with its evaluation about 25 CPU minutes",
+    )
+    train.add_argument("--max-tokens", type=int, default=2048, help="tokens per batch, padding included")
+    train.add_argument("--warmup", type=int, default=400)
+    train.add_argument("--lr-scale", type=float, default=1.0)
+    train.add_argument("--train-size", type=int, default=100_000, help="training examples (t2t: 100k)")
+    train.add_argument("--threads", type=int, default=1)
+    data = parser.add_argument_group("lengths and evaluation")
+    data.add_argument("--train-len", type=int, default=40, help="training lengths 1..N")
+    data.add_argument("--test-len", type=int, default=400, help="the headline test length")
+    data.add_argument("--lte-len", type=int, default=55, help="the LTE memorisation length")
+    data.add_argument("--eval-size", type=int, default=100, help="examples at --test-len (and dev)")
+    data.add_argument(
+        "--lengths", type=int, nargs="*", default=[40, 80, 120, 160, 200, 300], help="the sweep's lengths"
+    )
+    data.add_argument("--sweep-size", type=int, default=30, help="examples per sweep length")
+    out = parser.add_argument_group("output")
+    out.add_argument("--progress", action="store_true", help="show each run's progress bar")
+    out.add_argument(
+        "--results-md",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write the table into bench/RESULTS.md and the plot to bench/algorithmic_length.png",
+    )
+    args = parser.parse_args()
+    tasks = args.tasks + ([t for t in TASKS if TASKS[t].lte and t not in args.tasks] if args.lte else [])
+    folder = OUT / setting_name(args)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "setting.json", {k: getattr(args, k) for k in SETTING_KEYS})
+    results = [  # seed by seed, so a partial sweep already covers the whole grid once
+        run(args, folder, task, model, positions, seed)
+        for seed in range(1, args.seeds + 1)
+        for task in tasks
+        for model in args.models
+        for positions in args.positions
+    ]
+    write_json(folder / "results.json", results)
+    command = (
+        "python bench/algorithmic.py "
+        + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+            if k not in ("progress", "results_md", "lte")
+        )
+        + (" --lte" if args.lte else "")
+    )
+    lines = table(results, args, command, folder)
+    (folder / "table.md").write_text("\n".join(lines) + "\n")
+    plot(results, args, folder / "accuracy_by_length.png")
+    if args.results_md:
+        write_section("algorithmic", lines)
+        if (folder / "accuracy_by_length.png").exists():
+            shutil.copyfile(folder / "accuracy_by_length.png", HERE / "algorithmic_length.png")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

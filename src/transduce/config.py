@@ -66,6 +66,19 @@ class ModelConfig(_Section):
         le=POSITIONS_MAX,
         description=f"rows of the learned position table (positions='learned'); 1..{POSITIONS_MAX}",
     )
+    # Positions drawn at random in training, for length generalisation (model/randomised_positions.py)
+    position_randomisation: Literal["none", "offset", "subset"] = Field(
+        "none",
+        description="training positions: none (0..n-1); offset (k..k+n-1, k uniform in [0, n), the UT "
+        "paper's); subset (n sorted distinct positions of [0, position_range), Ruoss et al. 2023); "
+        "evaluation always uses 0..n-1",
+    )
+    position_range: int = Field(
+        2048,
+        ge=1,
+        le=POSITIONS_MAX,
+        description=f"positions 'subset' draws from, far beyond the training lengths; 1..{POSITIONS_MAX}",
+    )
     scale_embeddings: bool = True
     tie_embeddings: Literal["none", "decoder", "all"] = "all"
     final_logits_bias: bool = False
@@ -97,6 +110,18 @@ class ModelConfig(_Section):
             )
         if self.arch == "universal" and self.kind != "encoder_decoder":
             raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
+        if (
+            self.arch == "transformer"
+            and self.positions == "learned"
+            and self.position_randomisation == "subset"
+            and self.position_range > self.max_positions
+        ):
+            raise ValueError(
+                f"model.position_range ({self.position_range}) must not exceed model.max_positions "
+                f"({self.max_positions}): position_randomisation='subset' indexes the learned position "
+                f"table with positions up to position_range - 1; allowed: model.position_range "
+                f"1..{self.max_positions}"
+            )
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
         depth = self.encoder_steps if self.arch == "universal" else self.encoder_layers
@@ -119,9 +144,18 @@ class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: Literal["copy", "reverse", "addition", "lte"] | None = None
+    task: Literal["copy", "reverse", "double", "addition", "addition_le", "lte"] | None = None
     task_symbols: int = Field(10, ge=2, le=1000)
+    task_train_min_len: int = Field(
+        1, ge=1, le=TASK_LEN_MAX, description=f"shortest length of train/dev/test; 1..{TASK_LEN_MAX}"
+    )
     task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
+    task_test_min_len: int | None = Field(
+        None,
+        ge=1,
+        le=TASK_LEN_MAX,
+        description=f"test_long's shortest length; 1..{TASK_LEN_MAX}; default task_train_max_len + 1",
+    )
     task_test_max_len: int | None = Field(
         None,
         ge=2,
@@ -138,8 +172,13 @@ class DataConfig(_Section):
 
     @property
     def long_max_len(self) -> int:
-        """The longest length of `test_long` (which starts at task_train_max_len + 1)."""
+        """The longest length of `test_long`."""
         return self.task_test_max_len or 2 * self.task_train_max_len
+
+    @property
+    def long_min_len(self) -> int:
+        """The shortest length of `test_long`."""
+        return self.task_test_min_len or self.task_train_max_len + 1
 
     @model_validator(mode="after")
     def _task_within_budget(self) -> DataConfig:
@@ -147,6 +186,18 @@ class DataConfig(_Section):
             raise ValueError(
                 f"data.task_test_max_len ({self.long_max_len}) must exceed data.task_train_max_len "
                 f"({self.task_train_max_len}): test_long holds the longer lengths"
+            )
+        ranges = [
+            ("task_train_min_len", self.task_train_min_len, "task_train_max_len", self.task_train_max_len),
+            ("task_test_min_len", self.long_min_len, "task_test_max_len", self.long_max_len),
+        ]
+        for low_key, low, high_key, high in ranges:
+            if low > high:
+                raise ValueError(f"data.{low_key} ({low}) must not exceed data.{high_key} ({high})")
+        if self.task == "addition_le" and self.task_train_max_len < 3:
+            raise ValueError(
+                f"data.task 'addition_le' needs data.task_train_max_len >= 3 (got "
+                f"{self.task_train_max_len}): its shortest input is a digit, the separator and a digit"
             )
         if self.task is not None and self.task_symbol_estimate() > TASK_SYMBOLS_BUDGET:
             raise ValueError(
@@ -157,9 +208,16 @@ class DataConfig(_Section):
         return self
 
     def task_symbol_estimate(self) -> int:
-        """A rough count of the symbols in the task's four splits, from the longest lengths: copy and
-        reverse write 2 per unit of length, addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
-        growth = 2 ** (self.task_nesting + 1) if self.task == "lte" else 3 if self.task == "addition" else 2
+        """A rough count of the symbols in the task's four splits, from the longest lengths: copy,
+        reverse and addition_le write 2 per unit of length, double and addition 3, lte 2^(nesting+1)
+        per digit."""
+        growth = (
+            2 ** (self.task_nesting + 1)
+            if self.task == "lte"
+            else 3
+            if self.task in ("addition", "double")
+            else 2
+        )
         evals = self.task_eval_size * (2 * self.task_train_max_len + self.long_max_len)
         return growth * (self.task_train_size * self.task_train_max_len + evals)
 
@@ -483,11 +541,21 @@ def architecture_differences(a: ModelConfig, b: ModelConfig) -> list[str]:
 
 
 def check_positions(model: ModelConfig, longest: int, where: str) -> None:
-    """Refuse data longer than the learned position table before training reaches such a batch
-    (sinusoids extend to any length). `longest` counts a sequence with its EOS or BOS."""
-    if model.positions == "learned" and longest > model.max_positions:
+    """Refuse data longer than the learned position table, or than position randomisation can
+    place, before training reaches such a batch (sinusoids extend to any length). `longest` counts
+    a sequence with its EOS or BOS."""
+    if model.position_randomisation == "subset" and longest > model.position_range:
         raise ConfigError(
-            f"{where} has sequences of {longest} positions (with EOS/BOS) but the learned position "
-            f"table holds model.max_positions={model.max_positions}; allowed: model.max_positions "
-            f"from {longest} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
+            f"{where} has sequences of {longest} positions (with EOS/BOS) but "
+            f"model.position_randomisation='subset' draws them from model.position_range="
+            f"{model.position_range}; allowed: model.position_range from {longest} to {POSITIONS_MAX}"
+        )
+    # a random offset k < n shifts a sequence of n positions up to position 2n - 2
+    needed = 2 * longest - 1 if model.position_randomisation == "offset" else longest
+    if model.positions == "learned" and model.arch == "transformer" and needed > model.max_positions:
+        shifted = " shifted by model.position_randomisation='offset'" if needed > longest else ""
+        raise ConfigError(
+            f"{where} has sequences of {longest} positions (with EOS/BOS){shifted}, needing {needed}, "
+            f"but the learned position table holds model.max_positions={model.max_positions}; allowed: "
+            f"model.max_positions from {needed} to {POSITIONS_MAX}, or model.positions='sinusoidal'"
         )

@@ -221,6 +221,10 @@ def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
 
     task_fields = {k: v for k, v in cfg.model_dump().items() if k.startswith("task") or k == "seed"}
     task_fields["task_test_max_len"] = cfg.long_max_len  # the default, resolved: same data, same hash
+    # keys added later enter the hash only when set, so earlier task datasets stay up to date
+    for key, default in (("task_train_min_len", 1), ("task_test_min_len", cfg.task_train_max_len + 1)):
+        if task_fields[key] in (None, default):
+            del task_fields[key]
     digest = content_hash([], {"kind": "task", **task_fields})
     if not is_up_to_date(out, digest):
         vocab = SymbolVocab(task_symbols(cfg))

@@ -30,7 +30,7 @@ class DataFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_kind: DataKind = "text"
-    task: str | None = None  # generated tasks: copy, reverse, addition, lte
+    task: str | None = None  # generated tasks: copy, reverse, double, addition, addition_le, lte
     parse_root: str | None = None  # parsing: the most common root label, for repaired trees
     source: SourceFormat = Field(default_factory=SourceFormat)
     src_vocab_size: int = Field(ge=4)

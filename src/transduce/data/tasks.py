@@ -1,9 +1,15 @@
-"""Generated tasks, no download: copy, reverse, decimal addition, Learning-to-Execute programs.
+"""Generated tasks, no download: copy, reverse, double, decimal addition, Learning-to-Execute programs.
 
-Every task has seeded splits: `train`, `dev` and `test` with lengths 1..train_max_len, and
-`test_long` with lengths train_max_len+1..test_max_len (length generalisation, as in the
+Every task has seeded splits: `train`, `dev` and `test` with lengths drawn uniformly from
+task_train_min_len..task_train_max_len, and `test_long` with lengths from task_test_min_len
+(default task_train_max_len + 1) to task_test_max_len (length generalisation, as in the
 Universal Transformer paper). Examples are space-separated symbols; in `lte` programs a
 space inside the program is the symbol `_`.
+
+The UT paper's algorithmic setting (tensor2tensor's AlgorithmicIdentityDecimal40,
+AlgorithmicReverseDecimal40, AlgorithmicAdditionDecimal40): tasks copy, reverse and addition_le,
+100k training examples of lengths 1..40, tested at length 400. Learning to Execute's memorisation
+tasks (Zaremba & Sutskever 2014): copy, double and reverse.
 """
 
 from __future__ import annotations
@@ -33,8 +39,18 @@ def copy_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
 
 
 def reverse_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """The target is the input reversed. This is also Learning to Execute's memorisation with
+    "input reversing" (the model reads the sequence reversed and writes it in order)."""
     seq = _sequence(rng, length, cfg.task_symbols)
     return " ".join(seq), " ".join(reversed(seq))
+
+
+def double_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """Learning to Execute's memorisation with "input doubling" (Zaremba & Sutskever 2014,
+    arXiv:1410.4615): the input is the sequence presented twice, the target the sequence once.
+    `length` is the sequence's length (the input has twice as many symbols)."""
+    seq = _sequence(rng, length, cfg.task_symbols)
+    return " ".join(seq + seq), " ".join(seq)
 
 
 def _number(rng: random.Random, digits: int) -> int:
@@ -48,6 +64,24 @@ def addition_example(rng: random.Random, length: int, cfg: DataConfig) -> Exampl
     if rng.random() < 0.5:
         a, b = b, a
     return _spaced(f"{a}+{b}"), _spaced(str(a + b))
+
+
+def _little_endian(rng: random.Random, digits: int) -> str:
+    """A random number of `digits` digits written least significant digit first; its most
+    significant (last) digit is not 0 unless it is the only one, as in tensor2tensor."""
+    return str(_number(rng, digits))[::-1]
+
+
+def addition_le_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """tensor2tensor's decimal addition (AlgorithmicAdditionDecimal40, the UT paper's): two
+    little-endian numbers joined by a separator (`+`), the target their sum, little-endian.
+    `length` counts the whole input (at least 3): the first operand has l1 digits, l1 uniform in
+    1..length-2, the second the other length-1-l1. (tensor2tensor draws l1 from 1..L/2 and l2 from
+    1..L-l1-1 under a maximum L instead, so its inputs have no fixed length.)"""
+    first = rng.randint(1, length - 2)
+    a, b = _little_endian(rng, first), _little_endian(rng, length - 1 - first)
+    total = int(a[::-1]) + int(b[::-1])
+    return _spaced(f"{a}+{b}"), _spaced(str(total)[::-1])
 
 
 def _lte_expression(rng: random.Random, depth: int, digits: int) -> tuple[str, int]:
@@ -78,15 +112,18 @@ def lte_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
 GENERATORS: dict[str, Callable[[random.Random, int, DataConfig], Example]] = {
     "copy": copy_example,
     "reverse": reverse_example,
+    "double": double_example,
     "addition": addition_example,
+    "addition_le": addition_le_example,
     "lte": lte_example,
 }
+SHORTEST = {"addition_le": 3}  # lengths below this are raised to it
 
 
 def task_symbols(cfg: DataConfig) -> list[str]:
-    if cfg.task in ("copy", "reverse"):
+    if cfg.task in ("copy", "reverse", "double"):
         return [str(i) for i in range(cfg.task_symbols)]
-    if cfg.task == "addition":
+    if cfg.task in ("addition", "addition_le"):
         return list("0123456789+")
     return LTE_ALPHABET
 
@@ -99,9 +136,21 @@ def generate_split(cfg: DataConfig, split: str) -> list[Example]:
         raise ValueError(f"unknown split '{split}'; allowed: {', '.join(SPLITS)}")
     rng = random.Random(cfg.seed * 1_000_003 + zlib.crc32(f"{cfg.task}/{split}".encode()))
     if split == "test_long":
-        low, high = cfg.task_train_max_len + 1, cfg.long_max_len
+        low, high = cfg.long_min_len, cfg.long_max_len
     else:
-        low, high = 1, cfg.task_train_max_len
+        low, high = cfg.task_train_min_len, cfg.task_train_max_len
+    low = max(low, SHORTEST.get(cfg.task, 1))
     size = cfg.task_train_size if split == "train" else cfg.task_eval_size
     make = GENERATORS[cfg.task]
     return [make(rng, rng.randint(low, high), cfg) for _ in range(size)]
+
+
+def examples_of_length(cfg: DataConfig, length: int, count: int, seed: int) -> list[Example]:
+    """`count` seeded examples of `cfg.task` all of one length, for accuracy-by-length curves."""
+    if cfg.task is None:
+        raise ValueError("data.task is not set; allowed: " + ", ".join(GENERATORS))
+    if length < SHORTEST.get(cfg.task, 1):
+        raise ValueError(f"task '{cfg.task}' has no examples of length {length}")
+    rng = random.Random(seed * 1_000_003 + zlib.crc32(f"{cfg.task}/length{length}".encode()))
+    make = GENERATORS[cfg.task]
+    return [make(rng, length, cfg) for _ in range(count)]

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .randomised_positions import PositionRandomisation
+
 
 def sinusoid(positions: Tensor, d: int, layout: str = "interleaved") -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions.
@@ -39,12 +41,20 @@ class SinusoidalPositions(nn.Module):
         self.d, self.layout = d, layout
         self.register_buffer("table", sinusoid(torch.arange(initial), d, layout), persistent=False)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        end = offset + length
+    def _cover(self, end: int) -> None:
+        """Grow the table to hold positions 0..end-1."""
         if end > self.table.shape[0]:
             grown = sinusoid(torch.arange(max(end, 2 * self.table.shape[0])), self.d, self.layout)
             self.table = grown.to(self.table.device)
-        return self.table[offset:end]  # (length, d)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        self._cover(offset + length)
+        return self.table[offset : offset + length]  # (length, d)
+
+    def at(self, positions: Tensor) -> Tensor:
+        """The encodings of arbitrary positions (n,) -> (n, d), e.g. randomised ones."""
+        self._cover(int(positions.max()) + 1)
+        return self.table[positions.to(self.table.device)]
 
 
 class LearnedPositions(nn.Module):
@@ -55,18 +65,26 @@ class LearnedPositions(nn.Module):
         self.weight = nn.Parameter(torch.empty(max_positions, d))
         nn.init.normal_(self.weight, std=d**-0.5)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor:
-        end = offset + length
+    def _check(self, end: int) -> None:
         if end > self.weight.shape[0]:
             raise ValueError(
                 f"sequence position {end} exceeds model.max_positions={self.weight.shape[0]} "
                 "of the learned position embeddings"
             )
-        return self.weight[offset:end]
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        self._check(offset + length)
+        return self.weight[offset : offset + length]
+
+    def at(self, positions: Tensor) -> Tensor:
+        """The embeddings of arbitrary positions (n,) -> (n, d), e.g. randomised ones."""
+        self._check(int(positions.max()) + 1)
+        return self.weight[positions.to(self.weight.device)]
 
 
 class Embedding(nn.Module):
-    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len])."""
+    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len]); in training mode `randomisation`
+    may replace the positions offset..offset+len-1 by randomly drawn ones."""
 
     def __init__(
         self,
@@ -78,14 +96,17 @@ class Embedding(nn.Module):
         max_positions: int = 1024,
         layout: str = "interleaved",
         scale: bool = True,
+        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
+        self.randomisation = randomisation or PositionRandomisation()
         self.tokens = nn.Embedding(vocab_size, d, padding_idx=pad_id)
         nn.init.normal_(self.tokens.weight, std=d**-0.5)
         with torch.no_grad():
             self.tokens.weight[pad_id].zero_()
         self.scale = math.sqrt(d) if scale else 1.0
-        self.positions: nn.Module | None = None  # "none": a UT adds coordinates at every step
+        # positions="none": a UT adds its coordinates at every step instead
+        self.positions: SinusoidalPositions | LearnedPositions | None = None
         if positions == "sinusoidal":
             self.positions = SinusoidalPositions(d, layout)
         elif positions == "learned":
@@ -123,5 +144,7 @@ class Embedding(nn.Module):
         """ids: (batch, len); factors: (batch, k, len) tag ids when the model is factored."""
         x = self._words(ids, factors)
         if self.positions is not None:
-            x = x + self.positions(ids.shape[1], offset).to(x.dtype)
+            drawn = self.randomisation.draw(ids.shape[1]) if self.training else None
+            signal = self.positions(ids.shape[1], offset) if drawn is None else self.positions.at(drawn)
+            x = x + signal.to(x.dtype)
         return self.dropout(x)

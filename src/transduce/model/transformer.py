@@ -13,6 +13,7 @@ from .cache import DecoderCache
 from .embeddings import Embedding
 from .layers import LayerInputs, Stack, StackInputs, StackOutput, TransformerLayer
 from .ponder import Ponder
+from .randomised_positions import PositionRandomisation
 from .syntax import SyntaxMasks
 from .universal import UniversalStack
 
@@ -214,10 +215,15 @@ def _stack(cfg: ModelConfig, layers: int, cross: bool, causal: bool) -> Stack | 
             cfg.act_epsilon,
             cfg.pos_layout,
             cfg.layer_norm_eps,
+            _randomisation(cfg),
         )
     return Stack(
         [_layer(cfg, cross, causal) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps
     )
+
+
+def _randomisation(cfg: ModelConfig) -> PositionRandomisation:
+    return PositionRandomisation(cfg.position_randomisation, cfg.position_range)
 
 
 def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
@@ -230,6 +236,7 @@ def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
         cfg.max_positions,
         cfg.pos_layout,
         cfg.scale_embeddings,
+        _randomisation(cfg),
     )
 
 

@@ -9,6 +9,9 @@ halts at the first step where its accumulated p would reach 1 - epsilon (or at s
 step's weight is the remainder R = 1 - sum of earlier p. The output is the weighted sum of the
 step states (weights sum to 1); a halted position's state is frozen. Ponder cost = steps + R.
 
+In training mode `randomisation` may replace the positions pos of P^t by randomly drawn ones
+(randomised_positions.py), drawn once per pass and shared by all steps; PE(t) is unchanged.
+
 Decoding with a cache runs every new position through all T steps (halted ones frozen), so
 each step's cache holds keys/values of every earlier position, exactly as a full pass has.
 """
@@ -22,6 +25,7 @@ from .cache import LayerCache, StaticKV
 from .embeddings import SinusoidalPositions
 from .layers import StackInputs, StackOutput, TransformerLayer
 from .ponder import Ponder
+from .randomised_positions import PositionRandomisation
 
 
 class UniversalStack(nn.Module):
@@ -37,9 +41,11 @@ class UniversalStack(nn.Module):
         act_epsilon: float,
         layout: str = "interleaved",
         eps: float = 1e-5,
+        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
         self.layer, self.steps, self.act_epsilon = layer, steps, act_epsilon
+        self.randomisation = randomisation or PositionRandomisation()
         self.positions = SinusoidalPositions(d, layout)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
         self.halt = nn.Linear(d, 1) if act else None
@@ -57,9 +63,10 @@ class UniversalStack(nn.Module):
         cross = StaticKV()
         return [LayerCache(cross_kv=cross) for _ in range(self.steps)]
 
-    def coordinates(self, length: int, offset: int, step: int) -> Tensor:
-        pos = self.positions(length, offset)
-        return pos + self.positions(1, step)  # (length, d): PE(pos) + PE(step)
+    def position_signal(self, length: int, offset: int) -> Tensor:
+        """PE(pos) for this pass (length, d): offset..offset+length-1, or drawn at random in training."""
+        drawn = self.randomisation.draw(length) if self.training else None
+        return self.positions(length, offset) if drawn is None else self.positions.at(drawn)
 
     def forward(self, x: Tensor, inputs: StackInputs, caches: list[LayerCache] | None = None) -> StackOutput:
         """x: (batch, n, d) token embeddings, the first at absolute position inputs.offset."""
@@ -73,8 +80,9 @@ class UniversalStack(nn.Module):
         output = torch.zeros_like(x)
         weights = []
         state = x
+        pos = self.position_signal(n, inputs.offset)
         for t in range(self.steps):
-            coordinates = self.coordinates(n, inputs.offset, t + 1).to(x.dtype)
+            coordinates = (pos + self.positions(1, t + 1)).to(x.dtype)  # P^t = PE(pos) + PE(t)
             new = self.layer(state + coordinates, inputs.layer(t, caches))
             if self.halt is None:
                 state = new

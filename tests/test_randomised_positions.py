@@ -1,0 +1,269 @@
+"""Position randomisation in training (offset, subset): which positions the model really adds,
+recovered from its activations with the sinusoid formula; evaluation unchanged; seeded runs equal."""
+
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tiny import tiny_config
+
+from transduce.config import ConfigError, ModelConfig, check_positions, load_config
+from transduce.model import build_model
+from transduce.model.randomised_positions import PositionRandomisation
+from transduce.store.checkpoint import step_checkpoints
+from transduce.train.trainer import Trainer
+
+V, D = 16, 32
+SIZES = ["model.d_model=32", "model.heads=4", "model.d_ff=64", "model.dropout=0"]
+
+
+def model_with(arch: str, mode: str, *extra: str, seed: int = 0) -> torch.nn.Module:
+    overrides = [
+        *SIZES,
+        f"model.arch={arch}",
+        f"model.position_randomisation={mode}",
+        "model.position_range=300",
+        "model.encoder_layers=2",
+        "model.decoder_layers=2",
+        "model.encoder_steps=3",
+        "model.decoder_steps=2",
+        *extra,
+    ]
+    torch.manual_seed(seed)
+    return build_model(load_config("small", overrides).model, V, V)
+
+
+def formula_table(limit: int, d: int = D) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), written out with math."""
+    rows = []
+    for pos in range(limit):
+        row = []
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows)
+
+
+TABLE = formula_table(400)
+
+
+def recovered(signal: torch.Tensor) -> list[int]:
+    """The positions whose encodings `signal` (n, d) holds, each matched exactly in the table."""
+    distance = torch.cdist(signal.double(), TABLE.double())
+    best = distance.min(dim=1)
+    assert best.values.max() < 1e-4, "the signal is not a sinusoid position encoding"
+    return best.indices.tolist()
+
+
+def src_tgt(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, V, (2, 9), generator=g), torch.randint(4, V, (2, 6), generator=g)
+
+
+def transformer_positions(model, src, tgt) -> dict[str, list[int]]:
+    """Positions the Transformer's source and target embeddings added, for the first example."""
+    seen, handles = {}, []
+    for side, embed, ids in (("encoder", model.src_embed, src), ("decoder", model.tgt_embed, tgt)):
+
+        def hook(module, args, out, side=side, ids=ids):
+            seen[side] = recovered(out[0] - module.tokens.weight[ids[0]] * math.sqrt(D))
+
+        handles.append(embed.register_forward_hook(hook))
+    model(src, tgt)
+    for handle in handles:
+        handle.remove()
+    return seen
+
+
+def ut_positions(model, src, tgt) -> dict[str, list[list[int]]]:
+    """Per stack and step, the positions in P^t = PE(pos) + PE(t) that the shared layer received:
+    step t's input minus the state it started from minus PE(t) (no ACT: the state is the previous
+    step's output, at step 1 the token embedding)."""
+    seen: dict[str, list[list[int]]] = {"encoder": [], "decoder": []}
+    handles = []
+    for side, stack, embed, ids in (
+        ("encoder", model.encoder, model.src_embed, src),
+        ("decoder", model.decoder, model.tgt_embed, tgt),
+    ):
+        previous = [embed.tokens.weight[ids[0]] * math.sqrt(D)]
+
+        def pre(module, args, side=side, previous=previous):
+            step = len(seen[side]) + 1
+            coordinates = args[0][0] - previous[-1]
+            seen[side].append(recovered(coordinates - TABLE[step].float()))
+
+        def post(module, args, out, previous=previous):
+            previous.append(out[0])
+
+        handles.append(stack.layer.register_forward_pre_hook(pre))
+        handles.append(stack.layer.register_forward_hook(post))
+    model(src, tgt)
+    for handle in handles:
+        handle.remove()
+    return seen
+
+
+@pytest.mark.parametrize("arch", ["transformer", "universal"])
+@pytest.mark.parametrize("mode", ["offset", "subset"])
+def test_evaluation_is_unchanged_by_randomisation(arch, mode):
+    src, tgt = src_tgt()
+    plain = model_with(arch, "none").eval()
+    randomised = model_with(arch, mode).eval()  # same seed: the same weights
+    with torch.no_grad():
+        expected = plain(src, tgt).logits
+        assert torch.equal(randomised(src, tgt).logits, expected)
+        torch.manual_seed(123)  # another RNG state changes nothing in eval mode
+        assert torch.equal(randomised(src, tgt).logits, expected)
+
+
+def test_evaluation_positions_are_zero_to_n_minus_one():
+    src, tgt = src_tgt()
+    model = model_with("transformer", "offset").eval()
+    assert transformer_positions(model, src, tgt) == {"encoder": list(range(9)), "decoder": list(range(6))}
+    ut = model_with("universal", "subset").eval()
+    seen = ut_positions(ut, src, tgt)
+    assert seen == {"encoder": [list(range(9))] * 3, "decoder": [list(range(6))] * 2}
+
+
+def test_transformer_offset_positions_in_training():
+    src, tgt = src_tgt()
+    model = model_with("transformer", "offset").train()
+    starts = {"encoder": set(), "decoder": set()}
+    for seed in range(60):
+        torch.manual_seed(seed)
+        seen = transformer_positions(model, src, tgt)
+        torch.manual_seed(seed)
+        first = int(torch.randint(9, ()))  # the encoder's draw comes first from the seeded stream
+        assert seen["encoder"] == list(range(first, first + 9))
+        for side, n in (("encoder", 9), ("decoder", 6)):
+            start = seen[side][0]
+            assert seen[side] == list(range(start, start + n)) and 0 <= start < n
+            starts[side].add(start)
+    assert starts == {"encoder": set(range(9)), "decoder": set(range(6))}  # uniform over [0, n)
+
+
+def test_transformer_subset_positions_in_training():
+    src, tgt = src_tgt()
+    model = model_with("transformer", "subset").train()
+    for seed in range(10):
+        torch.manual_seed(seed)
+        seen = transformer_positions(model, src, tgt)
+        torch.manual_seed(seed)
+        expected = sorted(torch.randperm(300)[:9].tolist())
+        assert seen["encoder"] == expected
+        for side, n in (("encoder", 9), ("decoder", 6)):
+            positions = seen[side]
+            assert len(positions) == n and positions == sorted(set(positions))  # sorted, distinct
+            assert positions[0] >= 0 and positions[-1] < 300
+    assert max(seen["encoder"]) > 9  # reaches beyond the sequence's own length
+
+
+@pytest.mark.parametrize("mode", ["offset", "subset"])
+def test_universal_randomises_the_position_part_of_every_step(mode):
+    src, tgt = src_tgt()
+    model = model_with("universal", mode).train()
+    for seed in range(5):
+        torch.manual_seed(seed)
+        seen = ut_positions(model, src, tgt)
+        for side, n, steps in (("encoder", 9, 3), ("decoder", 6, 2)):
+            per_step = seen[side]
+            assert len(per_step) == steps and all(p == per_step[0] for p in per_step)  # drawn once per pass
+            positions = per_step[0]
+            if mode == "offset":
+                assert positions == list(range(positions[0], positions[0] + n)) and positions[0] < n
+            else:
+                assert positions == sorted(set(positions)) and len(positions) == n and positions[-1] < 300
+        torch.manual_seed(seed)
+        if mode == "offset":
+            first = int(torch.randint(9, ()))
+            assert seen["encoder"][0] == list(range(first, first + 9))
+        else:
+            assert seen["encoder"][0] == sorted(torch.randperm(300)[:9].tolist())
+
+
+@pytest.mark.parametrize("arch", ["transformer", "universal"])
+def test_seeded_training_passes_agree(arch):
+    src, tgt = src_tgt()
+    model = model_with(arch, "offset", "model.dropout=0.1").train()
+    outputs = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(seed)
+        outputs.append(model(src, tgt).logits)
+    assert torch.equal(outputs[0], outputs[1])
+    assert not torch.equal(outputs[0], outputs[2])
+
+
+def test_learned_positions_take_the_drawn_rows():
+    src, _ = src_tgt()
+    model = model_with("transformer", "offset", "model.positions=learned", "model.max_positions=20").train()
+    torch.manual_seed(3)
+    start = int(torch.randint(9, ()))
+    torch.manual_seed(3)
+    out = model.src_embed(src)
+    expected = (
+        model.src_embed.tokens.weight[src[0]] * math.sqrt(D)
+        + model.src_embed.positions.weight[start : start + 9]
+    )
+    assert torch.allclose(out[0], expected, atol=1e-6)
+
+
+def test_draws_have_the_documented_shape():
+    offsets = PositionRandomisation("offset")
+    starts = set()
+    for _ in range(200):
+        positions = offsets.draw(5)
+        assert positions.tolist() == list(range(int(positions[0]), int(positions[0]) + 5))
+        starts.add(int(positions[0]))
+    assert starts == set(range(5))
+    subset = PositionRandomisation("subset", 50)
+    covered = set()
+    for _ in range(50):
+        positions = subset.draw(40).tolist()
+        assert positions == sorted(set(positions)) and len(positions) == 40
+        assert positions[0] >= 0 and positions[-1] < 50
+        covered.update(positions)
+    assert covered == set(range(50))
+    assert PositionRandomisation().draw(5) is None
+    with pytest.raises(ValueError, match=r"model\.position_range=50; allowed: model\.position_range >= 51"):
+        subset.draw(51)
+
+
+def test_config_validates_randomisation_against_the_positions():
+    with pytest.raises(ConfigError, match=r"model\.position_randomisation: Input should be 'none', 'offset'"):
+        load_config("small", ["model.position_randomisation=shift"])
+    learned = ["model.positions=learned", "model.position_randomisation=subset", "model.max_positions=1024"]
+    with pytest.raises(
+        ConfigError, match=r"model\.position_range \(2048\) must not exceed model\.max_positions"
+    ):
+        load_config("small", learned)
+    load_config("small", [*learned, "model.position_range=1024"])
+    load_config("small", [*learned, "model.arch=universal"])  # a UT has no learned table
+    offset = ModelConfig(positions="learned", max_positions=99, position_randomisation="offset")
+    check_positions(offset, 50, "data")  # positions 0..98 at most
+    with pytest.raises(ConfigError, match=r"shifted by model\.position_randomisation='offset', needing 101"):
+        check_positions(offset, 51, "data")
+    subset = ModelConfig(position_randomisation="subset", position_range=60)
+    check_positions(subset, 60, "data")
+    with pytest.raises(ConfigError, match=r"sequences of 61 .* model\.position_range=60"):
+        check_positions(subset, 61, "data")
+
+
+def test_seeded_training_runs_agree_and_resume_exactly(tmp_path):
+    def weights(run):
+        return load_file(str(step_checkpoints(run / "checkpoints")[-1] / "model.safetensors"))
+
+    def fit(run, mode, steps, resume=False):
+        cfg = tiny_config(f"model.position_randomisation={mode}", "train.steps=6", "train.save_every=3")
+        cfg.train.steps = steps
+        Trainer(cfg, tmp_path / run, show_progress=False).fit(resume=resume)
+        return weights(tmp_path / run)
+
+    first, second = fit("a", "subset", 6), fit("b", "subset", 6)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    fit("c", "subset", 3)
+    resumed = fit("c", "subset", 6, resume=True)
+    assert all(torch.equal(first[k], resumed[k]) for k in first)
+    plain = fit("d", "none", 6)
+    assert not all(torch.equal(first[k], plain[k]) for k in first)
