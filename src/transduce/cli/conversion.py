@@ -66,9 +66,12 @@ def export_cmd(
         fail(f"--format {format!r}: allowed: marian, ctranslate2")
     if quantization not in QUANTIZATIONS:
         fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
+    caveat = None
     with user_errors(MarianError, CheckpointError, OutputError):
         if format == "marian":
             export_marian(checkpoint, out, force)
         else:
-            export_ctranslate2(checkpoint, out, quantization, force)
+            caveat = export_ctranslate2(checkpoint, out, quantization, force)
+    if caveat is not None:
+        console.print(f"[yellow]warning:[/] {caveat}", highlight=False, soft_wrap=True)
     console.print(f"exported {checkpoint} to {out} ({format})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -11,11 +12,26 @@ from .marian import MarianError, export_marian
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
 
 
+def start_row_norm(hf_dir: Path) -> float:
+    """The norm of the embedding row a Marian decoder starts from (the pad row, our BOS).
+
+    CTranslate2's Marian converter always starts decoders from a zero vector instead, as Marian
+    itself does; a model whose start row is not zero decodes differently there."""
+    from safetensors import safe_open
+
+    pad = int(json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))["pad_token_id"])
+    with safe_open(str(hf_dir / "model.safetensors"), framework="pt") as f:
+        names = set(f.keys())  # a safe_open handle is not a container
+        name = next(n for n in ("model.decoder.embed_tokens.weight", "model.shared.weight") if n in names)
+        return float(f.get_tensor(name)[pad].norm())
+
+
 def export_ctranslate2(
     checkpoint: Path, out: Path, quantization: str = "float32", force: bool = False
-) -> None:
+) -> str | None:
     """Write a CTranslate2 model directory (needs the `ctranslate2` and `transformers` packages);
-    `out` is replaced only if `export` wrote it (or `force`)."""
+    `out` is replaced only if `export` wrote it (or `force`). Returns a warning when CTranslate2
+    will not decode exactly as we do (a decoder start embedding that is not zero)."""
     if quantization not in QUANTIZATIONS:
         raise MarianError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
     try:
@@ -31,6 +47,13 @@ def export_ctranslate2(
                 f"{checkpoint}: CTranslate2's converter needs a sentencepiece vocabulary; this model "
                 "has a symbol vocabulary (generated task or parser)"
             )
+        norm = start_row_norm(hf_dir)
         converter = ctranslate2.converters.TransformersConverter(str(hf_dir))
         with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as staging:
             converter.convert(str(staging), quantization=quantization, force=True)
+    if norm == 0.0:
+        return None
+    return (
+        f"CTranslate2 starts Marian decoders from a zero vector, this model from its BOS embedding "
+        f"(norm {norm:.3g}), so CTranslate2's outputs may differ from transduce's and Hugging Face's"
+    )
