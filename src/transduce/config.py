@@ -119,8 +119,10 @@ class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: Literal["copy", "reverse", "addition", "lte"] | None = None
-    task_symbols: int = Field(10, ge=2, le=1000)
+    task: Literal["copy", "reverse", "addition", "lte", "majority", "updown", "repeat"] | None = None
+    task_symbols: int = Field(
+        10, ge=2, le=1000, description="alphabet of copy, reverse, majority, updown and repeat; 2..1000"
+    )
     task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
     task_test_max_len: int | None = Field(
         None,
@@ -157,8 +159,9 @@ class DataConfig(_Section):
         return self
 
     def task_symbol_estimate(self) -> int:
-        """A rough count of the symbols in the task's four splits, from the longest lengths: copy and
-        reverse write 2 per unit of length, addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
+        """A rough count of the symbols in the task's four splits, from the longest lengths: copy,
+        reverse, majority, updown and repeat write at most 2 per unit of length (and a separator or a
+        label), addition 3 (operands and sum), lte 2^(nesting+1) per digit."""
         growth = 2 ** (self.task_nesting + 1) if self.task == "lte" else 3 if self.task == "addition" else 2
         evals = self.task_eval_size * (2 * self.task_train_max_len + self.long_max_len)
         return growth * (self.task_train_size * self.task_train_max_len + evals)
