@@ -99,6 +99,17 @@ class ModelConfig(_Section):
             raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
+        for kind, key, depth in (
+            ("encoder", "encoder_layers", self.encoder_layers),
+            ("decoder", "decoder_layers", self.decoder_layers),
+        ):
+            if self.kind == kind and depth < 1:
+                raise ValueError(f"model.kind='{kind}' needs model.{key} >= 1: it is its only stack")
+        if self.syntax_mask != "none" and self.kind != "encoder_decoder":
+            raise ValueError(
+                f"model.syntax_mask='{self.syntax_mask}' needs model.kind='encoder_decoder' (source trees "
+                "mask the encoder of an encoder-decoder)"
+            )
         depth = self.encoder_steps if self.arch == "universal" else self.encoder_layers
         ranges = [
             ("syntax_layers", self.syntax_layers, depth),
