@@ -6,6 +6,10 @@ The target is fed teacher-forced in one decoder pass ([BOS] + target in, target 
 the log-probability of each token is the plain log-softmax, the same number search adds up
 (search's exclusions of PAD, BOS, and of EOS before min_len, do not renormalise), so a beam
 hypothesis that ended in EOS scores here exactly its search log-probability.
+
+A language model reads the source as its prompt and scores the whole sequence, prompt, target
+and EOS, as search does; a classifier scores the target's labels (one per sequence or one per
+source token, no EOS).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from torch import Tensor, nn
 
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
-from ..data.vocab import BOS, EOS, PAD
+from ..data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
+from .classify import label_log_probs
 from .ensemble import target_vocab_size
-from .search import Seq2Seq
+from .search import Seq2Seq, model_kind
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Score:
     log_prob: float  # log P(target + EOS | source)
     mean: float  # log_prob per scored token (the target's tokens and EOS)
     tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
+    count: int = 0  # tokens scored
 
 
 def _check_target(target: Sequence[int], where: str) -> list[int]:
@@ -54,7 +60,14 @@ def score(
         raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
     if not targets:
         return []
-    gold = [[*_check_target(t, f"target {row + 1}"), EOS] for row, t in enumerate(targets)]
+    checked = [_check_target(t, f"target {row + 1}") for row, t in enumerate(targets)]
+    kind = model_kind(model)
+    if kind == "encoder":
+        return _score_labels(model, src, checked, per_token)
+    if kind == "decoder":  # the prompt and the target, one sequence
+        prompts = [row[:n] for row, n in zip(src.tolist(), (src.ne(PAD).sum(1) - 1).tolist(), strict=True)]
+        checked = [[*p, *t] for p, t in zip(prompts, checked, strict=True)]
+    gold = [[*t, EOS] for t in checked]
     top, vocab = max(max(g) for g in gold), target_vocab_size(model)
     if vocab is not None and top >= vocab:
         raise ValueError(f"target token id {top} is outside the target vocabulary ({vocab} entries)")
@@ -72,7 +85,25 @@ def score(
     for row, g in enumerate(gold):
         values = logp[row, : len(g)]
         total = float(values.sum())
-        out.append(Score(total, total / len(g), values.tolist() if per_token else None))
+        out.append(Score(total, total / len(g), values.tolist() if per_token else None, len(g)))
+    return out
+
+
+def _score_labels(model: nn.Module, src: Tensor, targets: list[list[int]], per_token: bool) -> list[Score]:
+    """A classifier's log-probabilities of the given labels (label vocabulary ids)."""
+    out = []
+    for row, (log_probs, labels) in enumerate(zip(label_log_probs(model, src), targets, strict=True), 1):
+        positions, classes = log_probs.shape
+        if len(labels) != positions:
+            raise ValueError(f"target {row}: {len(labels)} labels where the classifier gives {positions}")
+        if any(not FIRST_SYMBOL <= t < FIRST_SYMBOL + classes for t in labels):
+            raise ValueError(f"target {row}: not one of the classifier's {classes} labels")
+        index = torch.tensor(labels, device=log_probs.device)[:, None] - FIRST_SYMBOL
+        values = log_probs.gather(1, index)[:, 0].double().cpu()
+        total = float(values.sum())
+        out.append(
+            Score(total, total / max(len(labels), 1), values.tolist() if per_token else None, len(labels))
+        )
     return out
 
 
@@ -88,7 +119,7 @@ def score_all(
 ) -> list[Score]:
     """Scores of many (source, target) pairs in input order, batched by length under a budget of
     `max_tokens` source plus target tokens (padding included; a longer pair is scored alone).
-    An empty source is read as EOS alone. `model`: an EncoderDecoder or an Ensemble.
+    An empty source is read as EOS alone. `model`: a model of any kind, or an Ensemble.
     on_batch(pairs, target tokens) is called after each batch, for progress displays."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
