@@ -203,10 +203,11 @@ class TrainConfig(_Section):
     max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
     log_every: int = Field(50, ge=1, le=COUNT_MAX)
     threads: int | None = Field(None, ge=1, le=1024)
-    best_metric: Literal["loss", "ppl", "bleu", "chrf", "char_acc", "seq_acc", "f1"] = Field(
+    best_metric: Literal["loss", "ppl", "bleu", "chrf", "char_acc", "seq_acc", "f1", "acc"] = Field(
         "loss",
         description="the dev metric that picks the best checkpoint and drives early stopping: loss or "
-        "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing)",
+        "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing), "
+        "acc (labels)",
     )
     patience: int | None = Field(
         None,
