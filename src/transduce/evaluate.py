@@ -143,14 +143,18 @@ def evaluate_labels(
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AccuracyReport:
     """A classifier's label accuracy (and whole-line accuracy) against reference label lines, and
-    the perplexity of the reference labels."""
+    the perplexity of the reference labels. Empty lines with empty labels are left out."""
     if len(labels) != len(sources):
         raise ValueError(f"the labels have {len(labels)} lines, the source {len(sources)}")
     reader, model = decoding_model(loaded)
     encoded = encode_lines(reader, sources)
     refs = [reader.tgt_vocab.encode(line) for line in labels]
     _check_labels(reader, encoded.sources, refs)
-    return judge(model, encoded.sources, refs, options, on_batch=on_batch)
+    keep = [i for i, (src, ref) in enumerate(zip(encoded.sources, refs, strict=True)) if src or ref]
+    if on_batch is not None and len(keep) < len(refs):
+        on_batch(len(refs) - len(keep), 0)  # empty lines without labels: nothing to judge
+    sources = [encoded.sources[i] for i in keep]
+    return judge(model, sources, [refs[i] for i in keep], options, on_batch=on_batch)
 
 
 def _check_labels(reader: LoadedModel, sources: list[list[int]], refs: list[list[int]]) -> None:

@@ -52,18 +52,21 @@ def score(
     targets: Sequence[Sequence[int]],
     source: dict[str, Tensor] | None = None,
     per_token: bool = False,
+    numbers: Sequence[int] | None = None,
 ) -> list[Score]:
     """Score each target (token ids without BOS/EOS) given its row of the source batch (batch, m).
 
-    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
+    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them.
+    numbers: what messages call each row's target (default 1, 2, ...)."""
     if len(targets) != src.shape[0]:
         raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
     if not targets:
         return []
-    checked = [_check_target(t, f"target {row + 1}") for row, t in enumerate(targets)]
+    names = [f"target {n}" for n in (numbers or range(1, len(targets) + 1))]
+    checked = [_check_target(t, name) for t, name in zip(targets, names, strict=True)]
     kind = model_kind(model)
     if kind == "encoder":
-        return _score_labels(model, src, checked, per_token)
+        return _score_labels(model, src, checked, per_token, names)
     if kind == "decoder":  # the prompt and the target, one sequence
         prompts = [row[:n] for row, n in zip(src.tolist(), (src.ne(PAD).sum(1) - 1).tolist(), strict=True)]
         checked = [[*p, *t] for p, t in zip(prompts, checked, strict=True)]
@@ -89,15 +92,17 @@ def score(
     return out
 
 
-def _score_labels(model: nn.Module, src: Tensor, targets: list[list[int]], per_token: bool) -> list[Score]:
+def _score_labels(
+    model: nn.Module, src: Tensor, targets: list[list[int]], per_token: bool, names: list[str]
+) -> list[Score]:
     """A classifier's log-probabilities of the given labels (label vocabulary ids)."""
     out = []
-    for row, (log_probs, labels) in enumerate(zip(label_log_probs(model, src), targets, strict=True), 1):
+    for name, log_probs, labels in zip(names, label_log_probs(model, src), targets, strict=True):
         positions, classes = log_probs.shape
         if len(labels) != positions:
-            raise ValueError(f"target {row}: {len(labels)} labels where the classifier gives {positions}")
+            raise ValueError(f"{name}: {len(labels)} labels where the classifier gives {positions}")
         if any(not FIRST_SYMBOL <= t < FIRST_SYMBOL + classes for t in labels):
-            raise ValueError(f"target {row}: not one of the classifier's {classes} labels")
+            raise ValueError(f"{name}: not one of the classifier's {classes} labels")
         index = torch.tensor(labels, device=log_probs.device)[:, None] - FIRST_SYMBOL
         values = log_probs.gather(1, index)[:, 0].double().cpu()
         total = float(values.sum())
@@ -138,7 +143,7 @@ def score_all(
             if annotations is not None:
                 extra = annotation_tensors([annotations[i] for i in group], src.shape[1])
                 extra = {k: v.to(device) for k, v in extra.items()}
-            scores = score(model, src, [targets[i] for i in group], extra, per_token)
+            scores = score(model, src, [targets[i] for i in group], extra, per_token, [i + 1 for i in group])
             for i, s in zip(group, scores, strict=True):
                 results[i] = s
             if on_batch is not None:
