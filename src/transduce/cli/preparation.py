@@ -91,8 +91,9 @@ def prepare(
     task: Annotated[
         str | None,
         typer.Option(
-            help="Instead of text files, generate a task (copy, reverse, addition, lte), or 'parse': "
-            "DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
+            help="Instead of text files, generate a task (copy, reverse, addition, lte; majority and "
+            "updown for classifiers, repeat for language models), or 'parse': DATA_DIR holds treebank "
+            "files train.trees, dev.trees and optional test.trees."
         ),
     ] = None,
     trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
