@@ -94,6 +94,21 @@ def test_generated_tasks_label_and_continue_correctly():
         assert prompt == f"{continuation} |" and 6 < len(continuation.split()) <= 12
 
 
+def test_language_model_batches_join_source_and_target(tmp_path):
+    from transduce.data.batching import collate, padded_lengths
+    from transduce.data.dataset import prepare_task
+
+    cfg = load_config("small", ["data.task=repeat", "data.task_train_size=10", "data.task_eval_size=4"])
+    split = prepare_task(cfg.data, tmp_path / "d").splits["dev"]
+    batch = collate(split, [0, 1, 2], joined=True)
+    for row in range(3):
+        seq = [*split.pair(row)[0].tolist(), *split.pair(row)[1].tolist()]
+        assert batch.tgt_in[row, : len(seq) + 1].tolist() == [BOS, *seq]
+        assert batch.tgt_out[row, : len(seq) + 1].tolist() == [*seq, EOS]
+        assert batch.tgt_out[row, len(seq) + 1 :].eq(PAD).all()
+        assert padded_lengths(split, joined=True)[row] == len(seq) + 1
+
+
 # ------------------------------------------------------------ training
 
 

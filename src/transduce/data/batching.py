@@ -29,10 +29,6 @@ class Batch:
     indices: list[int]
     source: dict[str, Tensor] = field(default_factory=dict)  # encode() extras: factors, syntax
 
-    @property
-    def target_tokens(self) -> int:
-        return int(self.tgt_out.ne(PAD).sum())
-
     def to(self, device: torch.device) -> Batch:
         """The same batch with its tensors on `device`."""
         source = {k: v.to(device) for k, v in self.source.items()}
