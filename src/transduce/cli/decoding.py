@@ -332,7 +332,8 @@ def score(
     One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
     (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
     space-separated token log-probabilities. With several checkpoints, scores under their
-    ensemble (the log of their averaged probabilities)."""
+    ensemble (the log of their averaged probabilities). A language model scores its prompt (the
+    source), the target and EOS as one sequence; a classifier the target's labels (no EOS)."""
     from ..decode.pipeline import score_lines
 
     _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])

@@ -31,8 +31,11 @@ from .search import Seq2Seq, model_kind
 
 @dataclass
 class Score:
-    log_prob: float  # log P(target + EOS | source)
-    mean: float  # log_prob per scored token (the target's tokens and EOS)
+    """log P(target + EOS | source); a language model's covers its prompt too, a classifier's is
+    that of the labels alone."""
+
+    log_prob: float
+    mean: float  # log_prob per scored token
     tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
     count: int = 0  # tokens scored
 
