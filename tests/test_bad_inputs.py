@@ -218,9 +218,17 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "plots take at most",
     ),
     (
-        "a decoder-only model",
-        lambda r, t: ["train", "small", *TINY, "model.kind=decoder", "--run-dir", str(t / "t")],
-        "not available yet",
+        "a decoder-only model without decoder layers",
+        lambda r, t: [
+            "train",
+            "small",
+            *TINY,
+            "model.kind=decoder",
+            "model.decoder_layers=0",
+            "--run-dir",
+            str(t / "t"),
+        ],
+        "model.kind='decoder' needs model.decoder_layers >= 1",
     ),
 ]
 

@@ -100,6 +100,20 @@ BAD_OVERRIDES = [
     (["model.decoder_layers=-1"], "model.decoder_layers: Input should be greater than or equal to 0"),
     (["model.max_positions=100000000"], "model.max_positions: Input should be less than or equal to 65536"),
     (["model.kind=encoder", "model.num_classes=1000000000"], "model.num_classes: Input should be less than"),
+    (["model.kind=encoder"], "model.kind='encoder' needs model.num_classes (an integer >= 2)"),
+    (
+        ["model.kind=decoder", "model.decoder_layers=0"],
+        "model.kind='decoder' needs model.decoder_layers >= 1",
+    ),
+    (
+        ["model.kind=encoder", "model.num_classes=2", "model.encoder_layers=0"],
+        "model.kind='encoder' needs model.encoder_layers >= 1",
+    ),
+    (
+        ["model.kind=decoder", "model.syntax_mask=hard"],
+        "model.syntax_mask='hard' needs model.kind='encoder_decoder'",
+    ),
+    (["train.best_metric=accuracy"], "train.best_metric: Input should be 'loss', 'ppl'"),
     (["train.lr_scale=1e300"], "train.lr_scale: Input should be less than or equal to 100 (got '1e300')"),
     (["train.lr_scale=.inf"], "train.lr_scale: Input should be a finite number"),
     (["train.steps=10000000000"], "train.steps: Input should be less than or equal to 1000000000"),

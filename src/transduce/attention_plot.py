@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .data.batching import annotation_tensors, encode_sources
 from .data.vocab import BOS
@@ -69,10 +69,20 @@ def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list
     return kinds
 
 
+def check_plottable(model: nn.Module) -> None:
+    """ValueError unless the model is an encoder-decoder: the plots follow a source through both
+    stacks and the cross-attention between them."""
+    if model.kind != "encoder_decoder":
+        raise ValueError(
+            f"attention plots need an encoder-decoder model; this one is model.kind='{model.kind}'"
+        )
+
+
 def check_selection(
     model: EncoderDecoder, heads: int, layers: list[int] | None, chosen: list[int] | None
 ) -> None:
     """ValueError naming the range when a chosen layer or head does not exist."""
+    check_plottable(model)
     depth = max(model.encoder.depth, model.decoder.depth)
     if layers and not all(0 <= x < depth for x in layers):
         raise ValueError(f"--layers: the model has layers 0..{depth - 1}, not {','.join(map(str, layers))}")

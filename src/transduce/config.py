@@ -124,6 +124,17 @@ class ModelConfig(_Section):
             )
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")
+        for kind, key, depth in (
+            ("encoder", "encoder_layers", self.encoder_layers),
+            ("decoder", "decoder_layers", self.decoder_layers),
+        ):
+            if self.kind == kind and depth < 1:
+                raise ValueError(f"model.kind='{kind}' needs model.{key} >= 1: it is its only stack")
+        if self.syntax_mask != "none" and self.kind != "encoder_decoder":
+            raise ValueError(
+                f"model.syntax_mask='{self.syntax_mask}' needs model.kind='encoder_decoder' (source trees "
+                "mask the encoder of an encoder-decoder)"
+            )
         depth = self.encoder_steps if self.arch == "universal" else self.encoder_layers
         ranges = [
             ("syntax_layers", self.syntax_layers, depth),
@@ -144,8 +155,16 @@ class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: Literal["copy", "reverse", "double", "addition", "addition_le", "lte"] | None = None
-    task_symbols: int = Field(10, ge=2, le=1000)
+    task: (
+        Literal["copy", "reverse", "double", "addition", "addition_le", "lte", "majority", "updown", "repeat"]
+        | None
+    ) = None
+    task_symbols: int = Field(
+        10,
+        ge=2,
+        le=1000,
+        description="alphabet of copy, reverse, double, majority, updown and repeat; 2..1000",
+    )
     task_train_min_len: int = Field(
         1, ge=1, le=TASK_LEN_MAX, description=f"shortest length of train/dev/test; 1..{TASK_LEN_MAX}"
     )
@@ -209,8 +228,8 @@ class DataConfig(_Section):
 
     def task_symbol_estimate(self) -> int:
         """A rough count of the symbols in the task's four splits, from the longest lengths: copy,
-        reverse and addition_le write 2 per unit of length, double and addition 3, lte 2^(nesting+1)
-        per digit."""
+        reverse, addition_le, majority, updown and repeat write at most 2 per unit of length (and a
+        separator or a label), double and addition 3, lte 2^(nesting+1) per digit."""
         growth = (
             2 ** (self.task_nesting + 1)
             if self.task == "lte"
@@ -247,10 +266,11 @@ class TrainConfig(_Section):
     max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
     log_every: int = Field(50, ge=1, le=COUNT_MAX)
     threads: int | None = Field(None, ge=1, le=1024)
-    best_metric: Literal["loss", "ppl", "bleu", "chrf", "char_acc", "seq_acc", "f1"] = Field(
+    best_metric: Literal["loss", "ppl", "bleu", "chrf", "char_acc", "seq_acc", "f1", "acc"] = Field(
         "loss",
         description="the dev metric that picks the best checkpoint and drives early stopping: loss or "
-        "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing)",
+        "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing), "
+        "acc (labels)",
     )
     patience: int | None = Field(
         None,

@@ -1,4 +1,5 @@
-"""Evaluating a checkpoint: on text with references, on a task split, or as a parser.
+"""Evaluating a checkpoint: on text with references, on a task split, as a classifier on
+reference labels, or as a parser.
 
 Each function decodes through the shared pipeline (decode/pipeline.py) and returns a report;
 the CLI only prints it.
@@ -17,6 +18,7 @@ from .data.dataset import Dataset, DatasetError
 from .data.source import SourceAnnotation
 from .data.tasks import SPLITS, generate_split
 from .data.trees import Tree
+from .data.vocab import FIRST_SYMBOL
 from .decode.pipeline import Loaded, decoding_model, encode_lines, translate_lines
 from .decode.scoring import score_all
 from .decode.translate import decode_all
@@ -33,7 +35,8 @@ def reference_nll(
     annotations: list[SourceAnnotation] | None = None,
 ) -> tuple[float, int]:
     """Summed negative log-likelihood of the references (EOS included) given their non-empty
-    sources, by forced decoding, and the number of tokens scored."""
+    sources, by forced decoding, and the number of tokens scored (a language model's: its
+    prompts' too; a classifier's: the labels)."""
     keep = [i for i, s in enumerate(sources) if s]
     scores = score_all(
         model,
@@ -41,7 +44,7 @@ def reference_nll(
         [references[i] for i in keep],
         annotations=[annotations[i] for i in keep] if annotations is not None else None,
     )
-    return -sum(s.log_prob for s in scores), sum(len(references[i]) + 1 for i in keep)
+    return -sum(s.log_prob for s in scores), sum(s.count for s in scores)
 
 
 @dataclass
@@ -52,11 +55,27 @@ class TextReport:
 
 
 @dataclass
-class SplitReport:
-    split: str
+class AccuracyReport:
+    """Accuracy of outputs (characters, or labels) and the perplexity of the references."""
+
     accuracy: Accuracy
     perplexity: float
     examples: int
+
+
+def judge(
+    model: nn.Module,
+    sources: list[list[int]],
+    references: list[list[int]],
+    options: DecodeConfig,
+    greedy: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> AccuracyReport:
+    """Decode the sources and compare the best outputs with the references, token by token."""
+    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch)
+    acc = accuracy([h[0].tokens if h else [] for h in hyps], references)
+    nll, tokens = reference_nll(model, sources, references)
+    return AccuracyReport(acc, perplexity(nll, tokens), len(sources))
 
 
 def evaluate_text(
@@ -92,7 +111,7 @@ def split_pairs(loaded: LoadedModel, split: str) -> tuple[list[list[int]], list[
     if data.task is not None:
         pairs = generate_split(data, split)
         return [loaded.src_vocab.encode(s) for s, _ in pairs], [loaded.tgt_vocab.encode(t) for _, t in pairs]
-    if loaded.meta.data_kind == "task" and data.dataset is not None:
+    if loaded.meta.data_kind in ("task", "labels") and data.dataset is not None:
         try:
             found = Dataset(Path(data.dataset)).splits.get(split)
         except DatasetError as exc:
@@ -109,14 +128,49 @@ def evaluate_split(
     options: DecodeConfig,
     greedy: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
-) -> SplitReport:
-    """Character and sequence accuracy, and perplexity, on a generated task's split."""
+) -> AccuracyReport:
+    """Character (or label) and sequence accuracy, and perplexity, on a generated task's split."""
     reader, model = decoding_model(loaded)
     sources, refs = split_pairs(reader, split)
-    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch)
-    acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
-    nll, tokens = reference_nll(model, sources, refs)
-    return SplitReport(split, acc, perplexity(nll, tokens), len(sources))
+    return judge(model, sources, refs, options, greedy, on_batch)
+
+
+def evaluate_labels(
+    loaded: Loaded,
+    sources: list[str],
+    labels: list[str],
+    options: DecodeConfig,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> AccuracyReport:
+    """A classifier's label accuracy (and whole-line accuracy) against reference label lines, and
+    the perplexity of the reference labels. Empty lines with empty labels are left out."""
+    if len(labels) != len(sources):
+        raise ValueError(f"the labels have {len(labels)} lines, the source {len(sources)}")
+    reader, model = decoding_model(loaded)
+    encoded = encode_lines(reader, sources)
+    refs = [reader.tgt_vocab.encode(line) for line in labels]
+    _check_labels(reader, encoded.sources, refs)
+    keep = [i for i, (src, ref) in enumerate(zip(encoded.sources, refs, strict=True)) if src or ref]
+    if on_batch is not None and len(keep) < len(refs):
+        on_batch(len(refs) - len(keep), 0)  # empty lines without labels: nothing to judge
+    sources = [encoded.sources[i] for i in keep]
+    return judge(model, sources, [refs[i] for i in keep], options, on_batch=on_batch)
+
+
+def _check_labels(reader: LoadedModel, sources: list[list[int]], refs: list[list[int]]) -> None:
+    """ValueError naming the line whose labels the classifier cannot be judged on: unknown labels,
+    or not one label per line (sequence classifier) or per source token (token classifier)."""
+    vocab, per_token = reader.tgt_vocab, reader.config.model.classifier == "token"
+    known = [vocab.token(i) for i in range(FIRST_SYMBOL, len(vocab))]
+    for number, (src, ref) in enumerate(zip(sources, refs, strict=True), 1):
+        if any(i < FIRST_SYMBOL for i in ref):
+            raise ValueError(
+                f"labels line {number}: a label the model does not know; its labels: {', '.join(known)}"
+            )
+        wanted = len(src) if per_token else 1
+        if src and len(ref) != wanted:
+            unit = f"{len(src)} source tokens" if per_token else "one line"
+            raise ValueError(f"labels line {number}: {len(ref)} labels for {unit}; give {wanted}")
 
 
 def evaluate_parser(

@@ -552,7 +552,10 @@ def create_app(models: Loaded, limits: Limits | None = None, api_key: str | None
             raise HTTPException(
                 413, f"the segment has {len(body.segment)} characters; at most {limits.max_chars}"
             )
+        from .attention_plot import check_plottable
+
         try:
+            check_plottable(loaded.model)
             encoded = encode_lines(loaded, [body.segment])
             sources, annotations = encoded.sources, encoded.annotations
         except ValueError as exc:

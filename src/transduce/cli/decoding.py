@@ -34,6 +34,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..evaluate import AccuracyReport
     from ..metrics import BleuReport
     from ..store.load import LoadedModel
 
@@ -137,6 +138,9 @@ def translate(
 
     Input lines are in the model's source format: plain text, bracketed trees (tree-to-string
     models) or word|tag tokens (factored models). Parsing models print bracketed trees.
+    Language models (model.kind=decoder) continue each line, which is their prompt, by greedy
+    search, beam search or sampling, and print the continuation (lengths and scores count the
+    prompt); classifiers (model.kind=encoder) print each line's label, or a label per token.
     With several checkpoints, decodes with their ensemble. With --nbest > 1 or --num-samples > 1,
     prints every output as 'line ||| text ||| score' (lines numbered from 0)."""
     from ..decode.pipeline import output_rows, translate_lines
@@ -224,17 +228,22 @@ def evaluate(
             help="Checkpoint or run directory (not needed with --hyp); several evaluate their ensemble."
         ),
     ] = None,
-    src: Annotated[Path | None, typer.Option(help="Source file to translate and score.")] = None,
+    src: Annotated[
+        Path | None, typer.Option(help="Source file to translate (a language model's prompts) and score.")
+    ] = None,
     ref: Annotated[
         list[Path] | None,
-        typer.Option(help="Reference file (one line per segment); repeat for several references."),
+        typer.Option(
+            help="Reference file (one line per segment); repeat for several references. For a "
+            "classifier, one file of labels: one per line, or one per source token."
+        ),
     ] = None,
     hyp: Annotated[
         Path | None, typer.Option(help="Score this existing output instead of translating.")
     ] = None,
     split: Annotated[
         str | None,
-        typer.Option(help="For generated-task models: dev, test or test_long."),
+        typer.Option(help="For models of a generated task: dev, test or test_long."),
     ] = None,
     trees: Annotated[
         Path | None,
@@ -253,9 +262,11 @@ def evaluate(
     threads: Threads = None,
     quantize: Quantize = "none",
 ) -> None:
-    """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, or bracket F1.
+    """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
+    classifiers, or bracket F1.
 
-    The progress display shows sentences/s and output tokens/s."""
+    A language model's perplexity counts its prompts (the --src lines) with the references, as
+    training does. The progress display shows sentences/s and output tokens/s."""
     from .. import evaluate as ev
     from ..metrics import corpus_scores
 
@@ -276,14 +287,17 @@ def evaluate(
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
                 r = ev.evaluate_split(loaded, split, opts, greedy, advance)
-            stdout.print(
-                f"{split}: char accuracy {r.accuracy.char:.4f}, sequence accuracy {r.accuracy.sequence:.4f}, "
-                f"perplexity {r.perplexity:.4f} ({r.examples} examples)"
-            )
+            _print_accuracy(split, r, loaded[0].meta.data_kind == "labels")
             return
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
+        if loaded[0].config.model.kind == "encoder":
+            if len(refs) > 1:
+                fail("a classifier is evaluated on one --ref file of labels")
+            with decode_progress("evaluating", len(sources)) as advance:
+                _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
+            return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance)
     _print_scores(report.scores)
@@ -318,7 +332,8 @@ def score(
     One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
     (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
     space-separated token log-probabilities. With several checkpoints, scores under their
-    ensemble (the log of their averaged probabilities)."""
+    ensemble (the log of their averaged probabilities). A language model scores its prompt (the
+    source), the target and EOS as one sequence; a classifier the target's labels (no EOS)."""
     from ..decode.pipeline import score_lines
 
     _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])
@@ -366,6 +381,18 @@ def _evaluate_parse(
         f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "
         f"brackets; {len(golds)} sentences; EVALB conventions)",
         soft_wrap=True,
+    )
+
+
+def _print_accuracy(name: str, report: AccuracyReport, labels: bool) -> None:
+    acc = report.accuracy
+    shown = (
+        f"label accuracy {acc.char:.4f}, lines with every label right {acc.sequence:.4f}"
+        if labels
+        else f"char accuracy {acc.char:.4f}, sequence accuracy {acc.sequence:.4f}"
+    )
+    stdout.print(
+        f"{name}: {shown}, perplexity {report.perplexity:.4f} ({report.examples} examples)", soft_wrap=True
     )
 
 

@@ -92,7 +92,8 @@ def prepare(
         str | None,
         typer.Option(
             help="Instead of text files, generate a task (copy, reverse, double, addition, addition_le, "
-            "lte), or 'parse': DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
+            "lte; majority and updown for classifiers, repeat for language models), or 'parse': "
+            "DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
         ),
     ] = None,
     trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",

@@ -51,6 +51,10 @@ def train(
 ) -> None:
     """Train with the paper's recipe; launch with `torchrun --nproc_per_node N` for several processes.
 
+    Encoder-decoders (model.kind=encoder_decoder, the default), classifiers (encoder, on labelled
+    data such as data.task=majority) and language models (decoder, reading source and target as
+    one sequence, such as data.task=repeat) train alike.
+
     --resume continues the same run on the same data (interrupted runs); --init-from starts a new
     run from trained weights (fine-tuning on new data)."""
     from ..data.dataset import DatasetError

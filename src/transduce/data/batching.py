@@ -29,9 +29,12 @@ class Batch:
     indices: list[int]
     source: dict[str, Tensor] = field(default_factory=dict)  # encode() extras: factors, syntax
 
-    @property
-    def target_tokens(self) -> int:
-        return int(self.tgt_out.ne(PAD).sum())
+    def to(self, device: torch.device) -> Batch:
+        """The same batch with its tensors on `device`."""
+        source = {k: v.to(device) for k, v in self.source.items()}
+        return Batch(
+            self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.indices, source
+        )
 
 
 def annotation_tensors(items: list[SourceAnnotation], m: int) -> dict[str, Tensor]:
@@ -59,8 +62,11 @@ def annotation_tensors(items: list[SourceAnnotation], m: int) -> dict[str, Tenso
     return out
 
 
-def padded_lengths(split: Split) -> np.ndarray:
-    """Per example, the longer side's length including EOS (source) or BOS/EOS (target)."""
+def padded_lengths(split: Split, joined: bool = False) -> np.ndarray:
+    """Per example, the longer side's length including EOS (source) or BOS/EOS (target); `joined`
+    (decoder-only models): the length of source and target read as one sequence, with BOS/EOS."""
+    if joined:
+        return split.src_lengths + split.tgt_lengths + 1
     return np.maximum(split.src_lengths, split.tgt_lengths) + 1
 
 
@@ -171,11 +177,12 @@ def _pad(seqs: list[list[int]]) -> Tensor:
     return out
 
 
-def collate(split: Split, indices: list[int]) -> Batch:
-    """Tensors for training: source + EOS, BOS + target (input), target + EOS (output)."""
+def collate(split: Split, indices: list[int], joined: bool = False) -> Batch:
+    """Tensors for training: source + EOS, BOS + target (input), target + EOS (output). `joined`
+    (decoder-only models): the target side is source and target as one sequence."""
     pairs = [split.pair(i) for i in indices]
     src = [[*s.tolist(), EOS] for s, _ in pairs]
-    tgt = [t.tolist() for _, t in pairs]
+    tgt = [[*s.tolist(), *t.tolist()] if joined else t.tolist() for s, t in pairs]
     src_ids = _pad(src)
     source = (
         annotation_tensors([split.annotation(i) for i in indices], src_ids.shape[1])

@@ -217,7 +217,7 @@ def write_dataset(
 
 def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
     """Write the generated task's splits as a dataset (a no-op when already up to date)."""
-    from .tasks import SPLITS, generate_split, task_symbols
+    from .tasks import LABELS, SPLITS, generate_split, task_symbols
 
     task_fields = {k: v for k, v in cfg.model_dump().items() if k.startswith("task") or k == "seed"}
     task_fields["task_test_max_len"] = cfg.long_max_len  # the default, resolved: same data, same hash
@@ -228,12 +228,17 @@ def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
     digest = content_hash([], {"kind": "task", **task_fields})
     if not is_up_to_date(out, digest):
         vocab = SymbolVocab(task_symbols(cfg))
+        meta: dict[str, Any] = {"hash": digest, "data_kind": "task", "task": cfg.task}
+        labels = None
+        if cfg.task in LABELS:  # classification: the labels are the target vocabulary
+            unit, names = LABELS[cfg.task]
+            labels = SymbolVocab(names)
+            meta.update(data_kind="labels", label_unit=unit)
         splits = {}
         for name in SPLITS:
             pairs = generate_split(cfg, name)
             splits[name] = Split.from_lists(
-                [vocab.encode(s) for s, _ in pairs], [vocab.encode(t) for _, t in pairs]
+                [vocab.encode(s) for s, _ in pairs], [(labels or vocab).encode(t) for _, t in pairs]
             )
-        meta = {"hash": digest, "data_kind": "task", "task": cfg.task}
-        write_dataset(out, splits, vocab, None, meta, force=force)
+        write_dataset(out, splits, vocab, labels, meta, force=force)
     return Dataset(out)

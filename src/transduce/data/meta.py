@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .source import SourceFormat
 
 FORMAT_VERSION = 1
-DataKind = Literal["text", "task", "parse"]
+# text: parallel text; task: generated seq2seq tasks; parse: treebanks; labels: classification
+DataKind = Literal["text", "task", "parse", "labels"]
+LabelUnit = Literal["sequence", "token"]  # labelled data: one label per sequence or per source token
 
 # Names earlier versions wrote, and the names they have now.
 RENAMED = {"kind": "data_kind", "root": "parse_root"}
@@ -30,8 +32,10 @@ class DataFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_kind: DataKind = "text"
-    task: str | None = None  # generated tasks: copy, reverse, double, addition, addition_le, lte
+    task: str | None = None  # generated tasks: copy, reverse, double, addition, addition_le, lte,
+    # majority, updown, repeat
     parse_root: str | None = None  # parsing: the most common root label, for repaired trees
+    label_unit: LabelUnit | None = None  # labelled data: what each label belongs to
     source: SourceFormat = Field(default_factory=SourceFormat)
     src_vocab_size: int = Field(ge=4)
     tgt_vocab_size: int = Field(ge=4)
@@ -44,6 +48,12 @@ class DataFacts(BaseModel):
             if data.get("source") is None:
                 data.pop("source", None)
         return data
+
+    @model_validator(mode="after")
+    def _labels_have_a_unit(self) -> DataFacts:
+        if (self.data_kind == "labels") != (self.label_unit is not None):
+            raise ValueError("label_unit is set for labelled data (data_kind 'labels') and only for it")
+        return self
 
 
 class DatasetMeta(DataFacts):

@@ -1,4 +1,6 @@
-"""Generated tasks, no download: copy, reverse, double, decimal addition, Learning-to-Execute programs.
+"""Generated tasks, no download: copy, reverse, double, decimal addition, Learning-to-Execute
+programs, two classification tasks (`majority`, one label per sequence; `updown`, one label per
+token) and a language-modelling task (`repeat`).
 
 Every task has seeded splits: `train`, `dev` and `test` with lengths drawn uniformly from
 task_train_min_len..task_train_max_len, and `test_long` with lengths from task_test_min_len
@@ -10,6 +12,8 @@ The UT paper's algorithmic setting (tensor2tensor's AlgorithmicIdentityDecimal40
 AlgorithmicReverseDecimal40, AlgorithmicAdditionDecimal40): tasks copy, reverse and addition_le,
 100k training examples of lengths 1..40, tested at length 400. Learning to Execute's memorisation
 tasks (Zaremba & Sutskever 2014): copy, double and reverse.
+A classification task's target is its labels, from its own label vocabulary; `repeat` pairs
+a prompt `1 2 3 |` with its continuation `1 2 3`.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Callable
+from itertools import pairwise
 
 from ..config import DataConfig
+from .meta import LabelUnit
 
 Example = tuple[str, str]
 SPLITS = ("train", "dev", "test", "test_long")
 LTE_ALPHABET = list("0123456789+-*()<=;_apfeilsnrt")
+SEPARATOR = "|"  # `repeat`: the end of the prompt
 
 
 def _spaced(text: str) -> str:
@@ -109,6 +116,30 @@ def lte_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
     return _spaced(program), _spaced(str(sv + fv if op == "+" else sv - fv))
 
 
+def majority_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """One label for the sequence: are most symbols in the upper half of the alphabet (`high`),
+    the lower half (`low`), or as many in each (`tie`)?"""
+    seq = [rng.randrange(cfg.task_symbols) for _ in range(length)]
+    high = sum(2 * s >= cfg.task_symbols for s in seq)
+    label = "high" if 2 * high > length else "low" if 2 * high < length else "tie"
+    return " ".join(map(str, seq)), label
+
+
+def updown_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """One label per symbol: `first`, then whether it is above (`up`), below (`down`) or equal to
+    (`same`) the symbol before it, so each label needs the neighbouring position."""
+    seq = [rng.randrange(cfg.task_symbols) for _ in range(length)]
+    labels = ["first"] + ["up" if b > a else "down" if b < a else "same" for a, b in pairwise(seq)]
+    return " ".join(map(str, seq)), " ".join(labels)
+
+
+def repeat_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+    """A prompt `s |` whose continuation is `s` again: a language model continues it exactly
+    only by reading the prompt back."""
+    seq = " ".join(_sequence(rng, length, cfg.task_symbols))
+    return f"{seq} {SEPARATOR}", seq
+
+
 GENERATORS: dict[str, Callable[[random.Random, int, DataConfig], Example]] = {
     "copy": copy_example,
     "reverse": reverse_example,
@@ -116,13 +147,26 @@ GENERATORS: dict[str, Callable[[random.Random, int, DataConfig], Example]] = {
     "addition": addition_example,
     "addition_le": addition_le_example,
     "lte": lte_example,
+    "majority": majority_example,
+    "updown": updown_example,
+    "repeat": repeat_example,
+}
+
+# Classification tasks: one label per sequence or per token, and the labels in class order
+# (class c is the c-th label of the target vocabulary).
+LABELS: dict[str, tuple[LabelUnit, list[str]]] = {
+    "majority": ("sequence", ["low", "high", "tie"]),
+    "updown": ("token", ["first", "up", "down", "same"]),
 }
 SHORTEST = {"addition_le": 3}  # lengths below this are raised to it
 
 
 def task_symbols(cfg: DataConfig) -> list[str]:
-    if cfg.task in ("copy", "reverse", "double"):
+    """The source alphabet of `cfg.task` (and its target alphabet, except for classification)."""
+    if cfg.task in ("copy", "reverse", "double", "majority", "updown"):
         return [str(i) for i in range(cfg.task_symbols)]
+    if cfg.task == "repeat":
+        return [str(i) for i in range(cfg.task_symbols)] + [SEPARATOR]
     if cfg.task in ("addition", "addition_le"):
         return list("0123456789+")
     return LTE_ALPHABET

@@ -17,6 +17,7 @@ import sentencepiece as spm
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+FIRST_SYMBOL = len(SPECIALS)  # a symbol vocabulary's first symbol: class 0 of a label vocabulary
 SPECIAL_IDS = {"pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS}
 # What every learned vocabulary shares: BPE with byte fallback over the text exactly as given
 # (no normalisation, whitespace kept), digits split, trained quietly on a sample.

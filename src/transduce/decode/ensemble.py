@@ -60,12 +60,17 @@ def target_vocab_size(model: Any) -> int | None:
 
 
 class Ensemble(nn.Module):
-    """Encoder-decoder models combined by averaging their probabilities at every step."""
+    """Models of one kind combined by averaging their probabilities: at every step for
+    encoder-decoders and language models, per label for classifiers."""
 
     def __init__(self, models: Sequence[nn.Module]) -> None:
         super().__init__()
         if not models:
             raise ValueError("an ensemble needs at least one model")
+        kinds = sorted({m.kind for m in models})
+        if len(kinds) > 1:
+            raise ValueError(f"ensemble members must be of one model kind, not {' and '.join(kinds)}")
+        self.kind = kinds[0]
         sizes = [target_vocab_size(m) for m in models]
         known = [(i, s) for i, s in enumerate(sizes) if s is not None]
         for i, size in known[1:]:
@@ -82,17 +87,21 @@ class Ensemble(nn.Module):
     def encode(self, src: Tensor, **source: Tensor) -> EnsembleMemory:
         return EnsembleMemory([m.encode(src, **source) for m in self.members])
 
+    def _mean(self, outputs: list[Tensor]) -> Tensor:
+        """log((1/n) sum_i p_i) of the members' logits or log-probabilities."""
+        log_probs = torch.stack([o.float().log_softmax(-1) for o in outputs])
+        return torch.logsumexp(log_probs, 0) - math.log(len(self.members))
+
     def decode(self, tgt: Tensor, memory: EnsembleMemory, cache: EnsembleCache | None = None) -> Tensor:
         """tgt: (batch, n) ids (only the new ones with a cache) -> (batch, n, vocab) log-probabilities
         log((1/n) sum_i p_i)."""
         caches = cache.members if cache is not None else [None] * len(self.members)
-        log_probs = torch.stack(
-            [
-                m.decode(tgt, mem, c).float().log_softmax(-1)
-                for m, mem, c in zip(self.members, memory.members, caches, strict=True)
-            ]
-        )  # (members, batch, n, vocab)
-        return torch.logsumexp(log_probs, 0) - math.log(len(self.members))
+        members = zip(self.members, memory.members, caches, strict=True)
+        return self._mean([m.decode(tgt, mem, c) for m, mem, c in members])
+
+    def classify(self, src: Tensor) -> Tensor:
+        """Classifiers: the log of the members' mean label probabilities, (batch, [m,] classes)."""
+        return self._mean([m.classify(src) for m in self.members])
 
     def new_cache(self) -> EnsembleCache:
         return EnsembleCache([m.new_cache() for m in self.members])

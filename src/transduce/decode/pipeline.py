@@ -96,6 +96,9 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
                 )
         if (first.meta.source, first.meta.data_kind) != (other.meta.source, other.meta.data_kind):
             raise ValueError(f"ensemble of {first.path} and {other.path}: they read different input formats")
+        kinds = [(m.config.model.kind, m.config.model.classifier) for m in (first, other)]
+        if kinds[0] != kinds[1]:
+            raise ValueError(f"ensemble of {first.path} and {other.path}: they are different kinds of model")
     if len(members) == 1:
         return first, first.model
     return first, Ensemble([m.model for m in members])

@@ -6,6 +6,10 @@ The target is fed teacher-forced in one decoder pass ([BOS] + target in, target 
 the log-probability of each token is the plain log-softmax, the same number search adds up
 (search's exclusions of PAD, BOS, and of EOS before min_len, do not renormalise), so a beam
 hypothesis that ended in EOS scores here exactly its search log-probability.
+
+A language model reads the source as its prompt and scores the whole sequence, prompt, target
+and EOS, as search does; a classifier scores the target's labels (one per sequence or one per
+source token, no EOS).
 """
 
 from __future__ import annotations
@@ -19,16 +23,21 @@ from torch import Tensor, nn
 
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
-from ..data.vocab import BOS, EOS, PAD
+from ..data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
+from .classify import label_log_probs
 from .ensemble import target_vocab_size
-from .search import Seq2Seq
+from .search import Seq2Seq, model_kind
 
 
 @dataclass
 class Score:
-    log_prob: float  # log P(target + EOS | source)
-    mean: float  # log_prob per scored token (the target's tokens and EOS)
+    """log P(target + EOS | source); a language model's covers its prompt too, a classifier's is
+    that of the labels alone."""
+
+    log_prob: float
+    mean: float  # log_prob per scored token
     tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
+    count: int = 0  # tokens scored
 
 
 def _check_target(target: Sequence[int], where: str) -> list[int]:
@@ -46,15 +55,25 @@ def score(
     targets: Sequence[Sequence[int]],
     source: dict[str, Tensor] | None = None,
     per_token: bool = False,
+    numbers: Sequence[int] | None = None,
 ) -> list[Score]:
     """Score each target (token ids without BOS/EOS) given its row of the source batch (batch, m).
 
-    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them."""
+    source: extra encoder inputs (factors, syntax), as `annotation_tensors` makes them.
+    numbers: what messages call each row's target (default 1, 2, ...)."""
     if len(targets) != src.shape[0]:
         raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
     if not targets:
         return []
-    gold = [[*_check_target(t, f"target {row + 1}"), EOS] for row, t in enumerate(targets)]
+    names = [f"target {n}" for n in (numbers or range(1, len(targets) + 1))]
+    checked = [_check_target(t, name) for t, name in zip(targets, names, strict=True)]
+    kind = model_kind(model)
+    if kind == "encoder":
+        return _score_labels(model, src, checked, per_token, names)
+    if kind == "decoder":  # the prompt and the target, one sequence
+        prompts = [row[:n] for row, n in zip(src.tolist(), (src.ne(PAD).sum(1) - 1).tolist(), strict=True)]
+        checked = [[*p, *t] for p, t in zip(prompts, checked, strict=True)]
+    gold = [[*t, EOS] for t in checked]
     top, vocab = max(max(g) for g in gold), target_vocab_size(model)
     if vocab is not None and top >= vocab:
         raise ValueError(f"target token id {top} is outside the target vocabulary ({vocab} entries)")
@@ -72,7 +91,27 @@ def score(
     for row, g in enumerate(gold):
         values = logp[row, : len(g)]
         total = float(values.sum())
-        out.append(Score(total, total / len(g), values.tolist() if per_token else None))
+        out.append(Score(total, total / len(g), values.tolist() if per_token else None, len(g)))
+    return out
+
+
+def _score_labels(
+    model: nn.Module, src: Tensor, targets: list[list[int]], per_token: bool, names: list[str]
+) -> list[Score]:
+    """A classifier's log-probabilities of the given labels (label vocabulary ids)."""
+    out = []
+    for name, log_probs, labels in zip(names, label_log_probs(model, src), targets, strict=True):
+        positions, classes = log_probs.shape
+        if len(labels) != positions:
+            raise ValueError(f"{name}: {len(labels)} labels where the classifier gives {positions}")
+        if any(not FIRST_SYMBOL <= t < FIRST_SYMBOL + classes for t in labels):
+            raise ValueError(f"{name}: not one of the classifier's {classes} labels")
+        index = torch.tensor(labels, device=log_probs.device)[:, None] - FIRST_SYMBOL
+        values = log_probs.gather(1, index)[:, 0].double().cpu()
+        total = float(values.sum())
+        out.append(
+            Score(total, total / max(len(labels), 1), values.tolist() if per_token else None, len(labels))
+        )
     return out
 
 
@@ -88,7 +127,7 @@ def score_all(
 ) -> list[Score]:
     """Scores of many (source, target) pairs in input order, batched by length under a budget of
     `max_tokens` source plus target tokens (padding included; a longer pair is scored alone).
-    An empty source is read as EOS alone. `model`: an EncoderDecoder or an Ensemble.
+    An empty source is read as EOS alone. `model`: a model of any kind, or an Ensemble.
     on_batch(pairs, target tokens) is called after each batch, for progress displays."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
@@ -107,7 +146,7 @@ def score_all(
             if annotations is not None:
                 extra = annotation_tensors([annotations[i] for i in group], src.shape[1])
                 extra = {k: v.to(device) for k, v in extra.items()}
-            scores = score(model, src, [targets[i] for i in group], extra, per_token)
+            scores = score(model, src, [targets[i] for i in group], extra, per_token, [i + 1 for i in group])
             for i, s in zip(group, scores, strict=True):
                 results[i] = s
             if on_batch is not None:

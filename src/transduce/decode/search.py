@@ -10,7 +10,8 @@ log-probabilities under the model, before search goes on freely: interactive tra
 log-probability of a hypothesis are those of the whole output, prefix included.
 
 Search needs only `encode`, `decode` with a cache and `new_cache` (`Seq2Seq`), so an ensemble
-(decode/ensemble.py) or a reference decoder in a test is searched the same way as a model.
+(decode/ensemble.py), a language model (which encodes nothing and reads its prompt as a forced
+prefix) or a reference decoder in a test is searched the same way as an encoder-decoder.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class Seq2Seq(Protocol):
     def decode(self, tgt: Tensor, memory: Any, cache: Any = None) -> Tensor: ...
 
     def new_cache(self) -> Any: ...
+
+
+def model_kind(model: Any) -> str:
+    """'encoder_decoder', 'decoder' (a language model) or 'encoder' (a classifier), for a model or an
+    Ensemble; anything without a `kind` (a test's reference decoder) searches as an encoder-decoder."""
+    return getattr(model, "kind", "encoder_decoder")
 
 
 @dataclass

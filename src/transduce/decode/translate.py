@@ -11,8 +11,17 @@ from torch import nn
 from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
+from .classify import classify
 from .sampling import sample, stream_seed
-from .search import Hypothesis, SearchOptions, beam_search, check_prefix, greedy, max_output_length
+from .search import (
+    Hypothesis,
+    SearchOptions,
+    beam_search,
+    check_prefix,
+    greedy,
+    max_output_length,
+    model_kind,
+)
 
 
 def decode_all(
@@ -27,7 +36,11 @@ def decode_all(
     numbers: Sequence[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per source (or `cfg.num_samples` samples with `cfg.sample`), in input
-    order. Empty sources give no hypotheses. `model`: an EncoderDecoder or an Ensemble.
+    order. Empty sources give no hypotheses. `model`: a model of any kind, or an Ensemble.
+
+    A language model continues each source: the source is forced first, like a prefix, and left
+    out of the hypotheses (length limits and scores count it). A classifier gives each source its
+    most probable labels, one hypothesis (search and `cfg.beam`/`cfg.nbest` do not apply).
 
     annotations: per source, its tags and tree distances for factored or syntax-aware models.
     prefixes: per source, target token ids every output starts with (ignored for empty sources).
@@ -41,6 +54,11 @@ def decode_all(
         raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
     if use_greedy and cfg.sample:
         raise ValueError("greedy search and sampling exclude each other; choose one")
+    kind = model_kind(model)
+    if kind == "encoder" and cfg.sample:
+        raise ValueError(
+            "sampling does not apply to a classifier: it gives each input its most probable labels"
+        )
     if prefixes is not None:
         if len(prefixes) != len(sources):
             raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
@@ -49,6 +67,9 @@ def decode_all(
             check_prefix(p, limit, f"input {n}") if s else []
             for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
         ]
+    if kind == "decoder":  # the prompt is forced first, then any prefix
+        given = prefixes if prefixes is not None else [[] for _ in sources]
+        prefixes = [[*s, *p] for s, p in zip(sources, given, strict=True)]
     base_seed = cfg.seed
     if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
         base_seed = int(torch.randint(0, 2**62, ()).item())
@@ -75,7 +96,9 @@ def decode_all(
             source=extra,
             prefixes=forced,
         )
-        if cfg.sample:
+        if kind == "encoder":
+            hyps = [[h] for h in classify(model, src)]
+        elif cfg.sample:
             assert base_seed is not None
             seeds = [stream_seed(base_seed, numbers[i]) for i in idx]
             hyps = sample(
@@ -86,6 +109,9 @@ def decode_all(
         else:
             hyps = beam_search(model, src, cfg.beam, cfg.alpha, cfg.nbest, **options)
         for i, h in zip(idx, hyps, strict=True):
+            if kind == "decoder":  # the continuation only
+                for hyp in h:
+                    hyp.tokens = hyp.tokens[len(sources[i]) :]
             results[i] = h
         if on_batch is not None:
             drawn = [x for h in hyps for x in (h if cfg.sample else h[:1])]  # samples, or the best

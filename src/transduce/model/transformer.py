@@ -85,6 +85,8 @@ def _causal(
 class EncoderDecoder(nn.Module):
     """The paper's model: encode the source once, decode the target left to right."""
 
+    kind = "encoder_decoder"
+
     def __init__(
         self,
         src_embed: Embedding,
@@ -137,8 +139,24 @@ class EncoderDecoder(nn.Module):
         return ModelOutput(self.output(decoded.states), _ponders(encoder=memory, decoder=decoded))
 
 
+@dataclass
+class NoMemory:
+    """What a decoder-only model encodes: nothing to attend to. Search selects its rows as it does
+    an encoder output's; the prompt reaches the model as forced tokens instead."""
+
+    rows: int
+
+    def select(self, index: Tensor) -> NoMemory:
+        return NoMemory(index.numel())
+
+
 class LanguageModel(nn.Module):
-    """Decoder-only: causal self-attention layers without cross-attention."""
+    """Decoder-only: causal self-attention layers without cross-attention.
+
+    `encode`/`decode`/`new_cache` give it the interface search and scoring use for an
+    encoder-decoder, with nothing encoded: what it continues is fed as target tokens."""
+
+    kind = "decoder"
 
     def __init__(self, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
         super().__init__()
@@ -152,12 +170,21 @@ class LanguageModel(nn.Module):
             cache.advance(ids.shape[1])
         return ModelOutput(self.output(out.states), _ponders(decoder=out))
 
+    def encode(self, src: Tensor, **source: Tensor) -> NoMemory:
+        return NoMemory(src.shape[0])
+
+    def decode(self, ids: Tensor, memory: NoMemory, cache: DecoderCache | None = None) -> Tensor:
+        """ids: (batch, n) (only the new ones when a cache is given) -> logits (batch, n, vocab)."""
+        return self(ids, cache).logits
+
     def new_cache(self) -> DecoderCache:
         return DecoderCache(self.decoder.new_cache())
 
 
 class EncoderClassifier(nn.Module):
     """Encoder-only with a sequence (masked mean pooling) or per-token classification head."""
+
+    kind = "encoder"
 
     def __init__(
         self,
@@ -182,6 +209,10 @@ class EncoderClassifier(nn.Module):
         keep = (~pad).unsqueeze(-1).to(out.states.dtype)
         pooled = (out.states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
         return ModelOutput(self.head(pooled), _ponders(encoder=out))
+
+    def classify(self, ids: Tensor) -> Tensor:
+        """Class logits of `forward`, for decoding (an Ensemble answers with log-probabilities)."""
+        return self(ids).logits
 
 
 def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:

@@ -1,6 +1,7 @@
 """Everything training needs, built from the config in one place: the data, the model (wrapped
-for DDP), Adam, the learning-rate schedule, the batch sampler, the validation metrics of the
-data's kind and the throughput accounting. The trainer only runs the loop over these parts."""
+for DDP), the objective of its kind, Adam, the learning-rate schedule, the batch sampler, the
+validation metrics of the data's kind and the throughput accounting. The trainer only runs the
+loop over these parts."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..config import Config, ConfigError, check_positions
-from ..data.batching import BatchSampler, padded_lengths
-from ..data.dataset import Dataset, DatasetError, prepare_task
-from ..data.vocab import PAD
+from ..config import Config, ConfigError, ModelConfig, check_positions
+from ..data.batching import BatchSampler
+from ..data.dataset import Dataset, DatasetError, Split, prepare_task
+from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError
 from ..model import build_model
 from .log import Throughput
+from .objective import Objective, objective_for
 from .schedule import inverse_sqrt_lr
 from .validation import METRICS, Metrics, Predict, check_best_metric
 
@@ -81,6 +84,7 @@ class Parts:
     data: Dataset
     model: nn.Module
     net: nn.Module  # the model, or its DistributedDataParallel wrapper
+    objective: Objective
     optimizer: torch.optim.Optimizer
     schedule: Callable[[int], float]  # step (from 1) -> learning rate
     sampler: BatchSampler
@@ -96,9 +100,10 @@ def training_device(env: Distributed) -> torch.device:
     return torch.device("cpu")
 
 
-def check_data(data: Dataset, cfg: Config) -> None:
-    """Refuse data the run would fail on later: empty splits, sequences past learned positions,
-    a syntax-aware model without source trees."""
+def check_data(data: Dataset, cfg: Config, lengths: Callable[[Split], np.ndarray]) -> None:
+    """Refuse data the run would fail on later: empty splits, sequences past learned positions
+    (`lengths`: an example's padded length), a syntax-aware model without source trees, data that
+    the model's kind cannot read."""
     for name in ("train", "dev"):
         if len(data.splits.get(name, ())) == 0:
             raise DatasetError(f"{data.dir}: the {name} split is empty; prepare the dataset again")
@@ -107,24 +112,57 @@ def check_data(data: Dataset, cfg: Config) -> None:
             f"model.syntax_mask='{cfg.model.syntax_mask}' masks attention with source trees, but "
             f"{data.dir} has none; prepare it with --source-trees tree|conllu or set model.syntax_mask=none"
         )
-    longest = max(int(padded_lengths(split).max()) for split in data.splits.values() if len(split))
+    _check_kind(data, cfg.model)
+    longest = max(int(lengths(split).max()) for split in data.splits.values() if len(split))
     check_positions(cfg.model, longest, str(data.dir))
+
+
+def _check_kind(data: Dataset, model: ModelConfig) -> None:
+    """An encoder-only classifier needs labels of its kind and number; a decoder-only model reads
+    source and target with one vocabulary; only encoder-decoders read factored input."""
+    kind = f"model.kind='{model.kind}'"
+    if model.kind != "encoder_decoder" and data.factor_vocabs:
+        raise ConfigError(f"{kind}: {data.dir} has factored input, which only encoder_decoder models read")
+    if model.kind == "decoder" and data.tgt_vocab is not data.src_vocab:
+        raise ConfigError(
+            f"{kind} reads source and target as one sequence, but {data.dir} has separate source and "
+            "target vocabularies; prepare it with one shared vocabulary"
+        )
+    if model.kind != "encoder":
+        return
+    meta = data.meta
+    if meta.data_kind != "labels":
+        raise ConfigError(
+            f"{kind} is a classifier: it needs labelled data (data.task=majority or updown), not "
+            f"the {meta.data_kind} data in {data.dir}"
+        )
+    if meta.label_unit != model.classifier:
+        raise ConfigError(
+            f"{data.dir} has one label per {meta.label_unit}; set model.classifier={meta.label_unit} "
+            f"(not {model.classifier})"
+        )
+    labels = [data.tgt_vocab.token(i) for i in range(FIRST_SYMBOL, len(data.tgt_vocab))]
+    if model.num_classes != len(labels):
+        raise ConfigError(
+            f"model.num_classes={model.num_classes}, but {data.dir} has {len(labels)} labels "
+            f"({', '.join(labels)}); set model.num_classes={len(labels)}"
+        )
+    for name, split in data.splits.items():
+        wanted = split.src_lengths if model.classifier == "token" else 1
+        if np.any(split.tgt_lengths != wanted):
+            raise DatasetError(f"{data.dir}: {name} has examples without one label per {model.classifier}")
 
 
 def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     """Read the config once and build the training parts (seeded by `train.seed`)."""
-    if cfg.model.kind != "encoder_decoder":
-        raise ConfigError(
-            f"model.kind='{cfg.model.kind}': training encoder-only and decoder-only models is not "
-            "available yet; allowed: encoder_decoder"
-        )
     t = cfg.train
     if t.threads is not None:
         torch.set_num_threads(t.threads)
     torch.manual_seed(t.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     data = load_data(cfg, run_dir, env)
-    check_data(data, cfg)
+    objective = objective_for(cfg.model)
+    check_data(data, cfg, objective.lengths)
     try:
         check_best_metric(t.best_metric, data.meta.data_kind)
     except ValueError as exc:
@@ -143,7 +181,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     )
     train = data.splits["train"]
     sampler = BatchSampler(
-        padded_lengths(train),
+        objective.lengths(train),
         cfg.data.max_tokens,
         cfg.data.seed,
         env.rank,
@@ -154,6 +192,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         data=data,
         model=model,
         net=net,
+        objective=objective,
         optimizer=optimizer,
         schedule=partial(inverse_sqrt_lr, d_model=cfg.model.d_model, warmup=t.warmup, scale=t.lr_scale),
         sampler=sampler,

@@ -42,12 +42,15 @@ class Throughput:
     def for_training(
         cls, model: ModelConfig, split: Split, tgt_vocab: int, device: torch.device, precision: str
     ) -> Throughput:
-        """FLOPs per token at the training data's mean source and target lengths."""
+        """FLOPs per scored target at the training data's mean source and target lengths (a
+        language model's sequence is both; a sequence classifier scores one label per source)."""
         src_len = max(1, round(float(np.mean(split.src_lengths))) + 1)
-        tgt_len = max(1, round(float(np.mean(split.tgt_lengths))) + 1)
-        return cls(
-            flops_per_token(model, tgt_vocab, src_len, tgt_len, training=True), peak_flops(device, precision)
-        )
+        tgt = split.tgt_lengths + (split.src_lengths if model.kind == "decoder" else 0)
+        tgt_len = max(1, round(float(np.mean(tgt))) + 1)
+        flops = flops_per_token(model, tgt_vocab, src_len, tgt_len, training=True)
+        if model.kind == "encoder" and model.classifier == "sequence":
+            flops *= src_len
+        return cls(flops, peak_flops(device, precision))
 
     def row(self, tokens: int, seconds: float) -> dict[str, float]:
         rate = tokens / max(seconds, 1e-9)

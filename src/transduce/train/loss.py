@@ -43,7 +43,9 @@ def label_smoothed_loss(
     """Summed loss against q = (1 - eps) * onehot + eps / V, and the summed plain NLL.
 
     One log-softmax serves both: loss = (1 - eps) * NLL + eps * mean_v(-log p_v) per token.
-    logits: (batch, n, V); target: (batch, n). Returns (smoothed_sum, nll_sum); only the first
+    logits: (batch, n, V); target: (batch, n), `pad_id` where nothing is scored (it may lie
+    outside 0..V-1, as a class target's -1 does). Returns (smoothed_sum, nll_sum); only the first
     carries a gradient.
     """
-    return _SmoothedCrossEntropy.apply(logits, target, smoothing, target.ne(pad_id))
+    keep = target.ne(pad_id)
+    return _SmoothedCrossEntropy.apply(logits, target.masked_fill(~keep, 0), smoothing, keep)

@@ -24,10 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch import Tensor
 
 from ..config import Config, architecture_differences
-from ..data.batching import Batch, collate, make_batches, padded_lengths
+from ..data.batching import Batch, make_batches
 from ..data.dataset import Split
 from ..data.meta import DataFacts
-from ..data.vocab import PAD
 from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
 from ..metrics import perplexity
 from ..model.ponder import ponder_loss
@@ -46,6 +45,7 @@ from ..store.meta import CheckpointMeta, DataIdentity, InitSource
 from .build import Distributed, Parts, build_parts
 from .log import RunLogger
 from .loss import label_smoothed_loss
+from .objective import IGNORE
 from .optimizer_state import optimizer_state, restore_optimizer
 from .validation import greedy_outputs, improves
 
@@ -95,7 +95,7 @@ class Trainer:
         self.show = show_progress and self.env.main
         self.console = console or Console(quiet=not self.show)
         parts = parts or build_parts(cfg, self.run_dir, self.env)
-        self.data, self.model, self.net = parts.data, parts.model, parts.net
+        self.data, self.model, self.net, self.objective = parts.data, parts.model, parts.net, parts.objective
         self.optimizer, self.schedule, self.sampler = parts.optimizer, parts.schedule, parts.sampler
         self.metrics, self.throughput, self.device = parts.metrics, parts.throughput, parts.device
         self.train_split = self.data.splits["train"]
@@ -240,20 +240,21 @@ class Trainer:
 
     def train_step(self, batches: list[Batch]) -> StepStats | None:
         """One optimizer update over `batches`; None if the loss or gradient was not finite."""
-        tokens = torch.tensor([float(sum(b.target_tokens for b in batches))], device=self.device)
+        targets = [self.objective.targets(b) for b in batches]
+        tokens = torch.tensor([float(sum(int(t.ne(IGNORE).sum()) for t in targets))], device=self.device)
         if self.env.world > 1:
             dist.all_reduce(tokens)
         total = float(tokens.item())
         self.optimizer.zero_grad(set_to_none=True)
         sums = torch.zeros(2, device=self.device)
-        for i, b in enumerate(batches):
+        for i, (b, target) in enumerate(zip(batches, targets, strict=True)):
             sync = self.env.world == 1 or i == len(batches) - 1
             ctx = contextlib.nullcontext() if sync else self.net.no_sync()  # type: ignore[operator]
             with ctx:
                 with self._autocast():
-                    out = self.net(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
+                    out = self.objective.forward(self.net, b.to(self.device))
                     loss, nll = label_smoothed_loss(
-                        out.logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
+                        out.logits, target.to(self.device), self.cfg.train.label_smoothing, IGNORE
                     )
                 objective = loss * (self.env.world / total)
                 ponder = ponder_loss(out.ponder, self.cfg.model.act_tau)
@@ -283,16 +284,18 @@ class Trainer:
     def dev_loss(self, split: Split) -> tuple[float, float, dict[str, float]]:
         """Per-token smoothed loss and NLL on a split, plus ACT step statistics (mean/max)."""
         self.model.eval()
-        batches, _ = make_batches(padded_lengths(split), self.cfg.data.max_tokens, seed=0)
+        batches, _ = make_batches(self.objective.lengths(split), self.cfg.data.max_tokens, seed=0)
         loss_sum = nll_sum = tokens = 0.0
         steps: dict[str, list[Tensor]] = {}
         for idx in batches:
-            b = collate(split, idx)
-            out = self.model(b.src.to(self.device), b.tgt_in.to(self.device), **self._source(b))
+            b = self.objective.collate(split, idx)
+            target = self.objective.targets(b)
+            out = self.objective.forward(self.model, b.to(self.device))
             loss, nll = label_smoothed_loss(
-                out.logits, b.tgt_out.to(self.device), self.cfg.train.label_smoothing, PAD
+                out.logits, target.to(self.device), self.cfg.train.label_smoothing, IGNORE
             )
-            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + b.target_tokens
+            scored = int(target.ne(IGNORE).sum())
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + scored
             for side, p in out.ponder.items():
                 steps.setdefault(side, []).append(p.real(p.steps))
         self.model.train()
@@ -304,9 +307,6 @@ class Trainer:
                 float(joined.max()),
             )
         return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder
-
-    def _source(self, batch: Batch) -> dict[str, Tensor]:
-        return {k: v.to(self.device) for k, v in batch.source.items()}
 
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
         """Greedy outputs and references for the first `limit` examples of a split."""
@@ -402,7 +402,9 @@ class Trainer:
             last_validation = self.state.train_seconds
             while self.state.step < t.steps:
                 began = time.monotonic()
-                batches = [collate(self.train_split, next(stream)) for _ in range(t.accumulate)]
+                batches = [
+                    self.objective.collate(self.train_split, next(stream)) for _ in range(t.accumulate)
+                ]
                 stats = self.train_step(batches)
                 self.state.train_seconds += time.monotonic() - began
                 if stats is None:

@@ -1,8 +1,9 @@
 """Validation metrics per kind of data: what a model is judged by besides its dev loss.
 
-Generated tasks: character and sequence accuracy on `dev` and on the longer `test_long`;
-parsing: labelled bracket F1 on `dev` (EVALB conventions); text: BLEU and chrF on `dev`.
-Each decodes greedily with the model being trained.
+Generated tasks: character and sequence accuracy on `dev` and on the longer `test_long` (for
+a language model on `repeat`, of its continuations of the prompts); labels: label accuracy on
+`dev` (and on `test_long` where there is one); parsing: labelled bracket F1 on `dev` (EVALB
+conventions); text: BLEU and chrF on `dev`. Each decodes greedily with the model being trained.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ def task_metrics(data: Dataset, predict: Predict) -> Metrics:
     return out
 
 
+def label_metrics(data: Dataset, predict: Predict) -> Metrics:
+    """The share of labels predicted right (per sequence or per token, as the data labels)."""
+    return {
+        f"{name}_acc": accuracy(*predict(data.splits[name])).char
+        for name in ("dev", "test_long")
+        if name in data.splits
+    }
+
+
 def parse_metrics(data: Dataset, predict: Predict) -> Metrics:
     preds, _ = predict(data.splits["dev"])
     golds = [gold_tree(line) for line in data.gold_trees("dev")]
@@ -59,7 +69,12 @@ def text_metrics(data: Dataset, predict: Predict) -> Metrics:
 
 
 # What train.best_metric may name for each kind of data, besides loss and ppl (logged as dev_<name>).
-BEST_METRICS = {"task": ("char_acc", "seq_acc"), "parse": ("f1",), "text": ("bleu", "chrf")}
+BEST_METRICS = {
+    "task": ("char_acc", "seq_acc"),
+    "labels": ("acc",),
+    "parse": ("f1",),
+    "text": ("bleu", "chrf"),
+}
 LOWER_IS_BETTER = ("loss", "ppl")
 
 
@@ -81,6 +96,7 @@ def improves(metric: str, value: float, best: float | None) -> bool:
 
 METRICS: dict[str, Callable[[Dataset, Predict], Metrics]] = {
     "task": task_metrics,
+    "labels": label_metrics,
     "parse": parse_metrics,
     "text": text_metrics,
 }
