@@ -189,7 +189,7 @@ def test_language_model_beam_and_sampling_continue_the_prompt():
     beam = decode_all(model, prompts, DecodeConfig(beam=3, nbest=3, alpha=0.0, max_len_b=5))
     sampled = DecodeConfig(sample=True, seed=3, num_samples=4, max_len_b=5)
     together = decode_all(model, prompts, sampled)
-    alone = decode_all(model, prompts[:1], sampled) + decode_all(model, prompts[1:], sampled, first=1)
+    alone = decode_all(model, prompts[:1], sampled) + decode_all(model, prompts[1:], sampled, numbers=[1])
     assert [[h.tokens for h in s] for s in together] == [[h.tokens for h in s] for s in alone]
     for prompt, found in zip(prompts * 2, beam + together, strict=True):
         assert len(found) in (3, 4)
