@@ -42,10 +42,12 @@ HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
 
 
-def ensure_peers() -> Path:
-    python = PEERS / "bin" / "python"
+def ensure_peers(venv: Path = PEERS) -> Path:
+    """The Python of the peers' own venv (transformers, CTranslate2), created on first use, so
+    that their packages never enter ours."""
+    python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(PEERS)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "torch==2.13.0"], check=True)  # CPU build first, never a CUDA one
         subprocess.run([*pip, "transformers", "ctranslate2", "sentencepiece", "numpy"], check=True)

@@ -1,9 +1,24 @@
-"""Peer side of the decode benchmark; runs in bench/.peers (transformers + ctranslate2).
+"""Peer side of the decode benchmarks; runs in bench/.peers (transformers + ctranslate2).
 
-Reads one JSON request per line on stdin, answers one JSON line on stdout:
-  {"engine": "hf" | "ct2" | "ct2-int8", "beam": k, "src": [[ids]], "length": n}
-  -> {"seconds": t, "outputs": [[ids]]}
+    peer.py HF_DIR THREADS
+
+Loads the MarianMTModel in HF_DIR and the CTranslate2 models HF_DIR/../ct2-float32 and
+HF_DIR/../ct2-int8 (converted from HF_DIR with CTranslate2's converter when they are not there),
+all on THREADS threads. Reads one JSON request per line on stdin, answers one JSON line on stdout.
+Engines: "hf" (generate), "ct2" (float32), "ct2-int8".
+
+Token ids (bench/decode.py):
+  {"engine": e, "beam": k, "src": [[ids]], "length": n} -> {"seconds": t, "outputs": [[ids]]}
 Outputs are forced to exactly n tokens (EOS blocked before n), so every engine does equal work.
+
+Text (bench/decode_e2e.py), timed from raw lines to detokenised text as a user would run it:
+  {"engine": e, "beam": k, "alpha": a, "max_len_a": x, "max_len_b": y, "max_tokens": m,
+   "lines": [text]} -> {"seconds": t, "outputs": [text]}
+CTranslate2 gets the sentencepiece pieces of every line plus </s> in one `translate_batch` call
+(its own length sorting, batches of m tokens, one length limit x * longest + y for the call);
+HF tokenises with MarianTokenizer, generates length-sorted batches of at most m padded source
+tokens (limit x * the batch's longest + y new tokens) and decodes with batch_decode. Both take a
+as their length penalty: score / |Y|^a, where transduce divides by ((5 + |Y|) / 6)^a.
 """
 
 import json
@@ -12,8 +27,116 @@ import time
 from pathlib import Path
 
 import ctranslate2
+import sentencepiece
 import torch
 import transformers
+
+
+def decode_ids(
+    model: transformers.MarianMTModel,
+    translators: dict[str, ctranslate2.Translator],
+    vocab: dict[str, int],
+    req: dict,
+) -> dict:
+    """The token-id request of bench/decode.py: every output exactly req["length"] tokens; only
+    the engine's own call is timed."""
+    src, n, beam = req["src"], req["length"], req["beam"]
+    if req["engine"] == "hf":
+        pad, eos = model.config.pad_token_id, model.config.eos_token_id
+        width = max(len(s) for s in src)
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in src])
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=ids.ne(pad).long(),
+                num_beams=beam,
+                do_sample=False,
+                min_new_tokens=n,
+                max_new_tokens=n + 1,
+                length_penalty=0.0,
+                early_stopping=True,
+                bad_words_ids=[[pad]],
+            )
+        seconds = time.perf_counter() - start
+        return {
+            "seconds": seconds,
+            "outputs": [[t for t in row[1:].tolist() if t not in (pad, eos)] for row in out],
+        }
+    names = {i: p for p, i in vocab.items()}
+    tokens = [[names[i] for i in s] for s in src]
+    start = time.perf_counter()
+    res = translators[req["engine"]].translate_batch(
+        tokens,
+        beam_size=beam,
+        min_decoding_length=n,
+        max_decoding_length=n,
+        length_penalty=0.0,
+        max_batch_size=len(src),
+    )
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "outputs": [[vocab[t] for t in r.hypotheses[0]] for r in res]}
+
+
+def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices sorted by length, cut where the padded batch would pass max_tokens (transduce's rule)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if current and max(longest, lengths[i]) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, lengths[i])
+    return [*batches, current] if current else batches
+
+
+def translate_hf(
+    model: transformers.MarianMTModel, tokenizer: transformers.MarianTokenizer, req: dict
+) -> list[str]:
+    """Text through MarianTokenizer, generate on length-sorted batches, batch_decode; input order."""
+    ids = tokenizer(req["lines"])["input_ids"]  # each ends in </s>
+    pad = model.config.pad_token_id
+    outputs = [""] * len(ids)
+    for batch in length_batches([len(s) for s in ids], req["max_tokens"]):
+        width = max(len(ids[i]) for i in batch)
+        src = torch.tensor([ids[i] + [pad] * (width - len(ids[i])) for i in batch])
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=src,
+                attention_mask=src.ne(pad).long(),
+                num_beams=req["beam"],
+                do_sample=False,
+                length_penalty=req["alpha"],
+                max_new_tokens=int(req["max_len_a"] * (width - 1) + req["max_len_b"]),
+                bad_words_ids=[[pad]],  # the decoder-start row; transduce never generates it either
+            )
+        texts = tokenizer.batch_decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        for i, text in zip(batch, texts, strict=True):
+            outputs[i] = text
+    return outputs
+
+
+def translate_ct2(
+    translator: ctranslate2.Translator,
+    source: sentencepiece.SentencePieceProcessor,
+    target: sentencepiece.SentencePieceProcessor,
+    req: dict,
+) -> list[str]:
+    """Text through sentencepiece, one translate_batch call in CTranslate2's recommended way."""
+    tokens = [[*pieces, "</s>"] for pieces in source.encode(req["lines"], out_type=str)]
+    longest = max(len(t) for t in tokens) - 1
+    results = translator.translate_batch(
+        tokens,
+        max_batch_size=req["max_tokens"],
+        batch_type="tokens",
+        beam_size=req["beam"],
+        length_penalty=req["alpha"],
+        max_decoding_length=int(req["max_len_a"] * longest + req["max_len_b"]),
+        max_input_length=0,  # no truncation, as transduce
+    )
+    return target.decode([r.hypotheses[0] for r in results])
 
 
 def main() -> None:
@@ -21,7 +144,6 @@ def main() -> None:
     torch.set_num_threads(threads)
     model = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
     vocab = json.loads((hf_dir / "vocab.json").read_text())
-    names = {i: p for p, i in vocab.items()}
     translators = {}
     for kind, quant in (("ct2", "float32"), ("ct2-int8", "int8")):
         out = hf_dir.parent / f"ct2-{quant}"
@@ -30,43 +152,25 @@ def main() -> None:
         translators[kind] = ctranslate2.Translator(
             str(out), device="cpu", inter_threads=1, intra_threads=threads, compute_type=quant
         )
-    pad, eos = model.config.pad_token_id, model.config.eos_token_id
+    text = None  # tokenizers, loaded for the first text request (not timed)
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        src, n, beam = req["src"], req["length"], req["beam"]
-        if req["engine"] == "hf":
-            width = max(len(s) for s in src)
-            ids = torch.tensor([s + [pad] * (width - len(s)) for s in src])
-            start = time.perf_counter()
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=ids,
-                    attention_mask=ids.ne(pad).long(),
-                    num_beams=beam,
-                    do_sample=False,
-                    min_new_tokens=n,
-                    max_new_tokens=n + 1,
-                    length_penalty=0.0,
-                    early_stopping=True,
-                    bad_words_ids=[[pad]],
-                )
-            seconds = time.perf_counter() - start
-            outputs = [[t for t in row[1:].tolist() if t not in (pad, eos)] for row in out]
-        else:
-            tokens = [[names[i] for i in s] for s in src]
-            start = time.perf_counter()
-            res = translators[req["engine"]].translate_batch(
-                tokens,
-                beam_size=beam,
-                min_decoding_length=n,
-                max_decoding_length=n,
-                length_penalty=0.0,
-                max_batch_size=len(tokens),
+        if "lines" not in req:
+            print(json.dumps(decode_ids(model, translators, vocab, req)), flush=True)
+            continue
+        if text is None:
+            text = (
+                transformers.MarianTokenizer.from_pretrained(hf_dir),
+                sentencepiece.SentencePieceProcessor(model_file=str(hf_dir / "source.spm")),
+                sentencepiece.SentencePieceProcessor(model_file=str(hf_dir / "target.spm")),
             )
-            seconds = time.perf_counter() - start
-            outputs = [[vocab[t] for t in r.hypotheses[0]] for r in res]
-        print(json.dumps({"seconds": seconds, "outputs": outputs}), flush=True)
+        start = time.perf_counter()
+        if req["engine"] == "hf":
+            outputs = translate_hf(model, text[0], req)
+        else:
+            outputs = translate_ct2(translators[req["engine"]], text[1], text[2], req)
+        print(json.dumps({"seconds": time.perf_counter() - start, "outputs": outputs}), flush=True)
 
 
 if __name__ == "__main__":
