@@ -208,6 +208,29 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--src-vocab must be 1..",
     ),
     (
+        "inspect --src-len -5",
+        lambda r, t: ["inspect", "small", "--src-len", "-5"],
+        "Invalid value for '--src-len': Input should be greater than or equal to 1",
+    ),
+    ("unknown command", lambda r, t: ["frobnicate"], "No such command 'frobnicate'"),
+    (
+        "unknown subcommand",
+        lambda r, t: ["import", "fairseq", str(t)],
+        "No such command 'fairseq'; see `",
+    ),
+    (
+        "unknown option",
+        lambda r, t: ["translate", str(r), "--bem", "4"],
+        "No such option: --bem (Possible options: --beam, --nbest)",
+    ),
+    (
+        "option value of the wrong type",
+        lambda r, t: ["translate", str(r), "--beam", "four"],
+        "Invalid value for '--beam'",
+    ),
+    ("option without its value", lambda r, t: ["translate", str(r), "--beam"], "requires an argument"),
+    ("missing argument", lambda r, t: ["train"], "Missing argument 'config'; see `"),
+    (
         "attention -o an existing file",
         lambda r, t: ["attention", str(r), "1 2", "-o", lines(t, "f", "x")],
         "-o takes a folder",
@@ -238,6 +261,20 @@ def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment
     assert len(errors) == 1, result.output
     assert fragment in result.output.replace("\n", " "), result.output
     assert "Traceback" not in result.output
+
+
+def test_help_lists_every_option_of_every_command():
+    from typer.main import get_command
+
+    group = get_command(app)
+    commands = [([name], command) for name, command in group.commands.items()]
+    commands += [(["import", name], c) for name, c in group.commands["import"].commands.items()]
+    for path, command in commands:
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        for param in command.params:
+            for name in param.opts if param.param_type_name == "option" else []:
+                assert name in result.output, (path, name)
 
 
 def test_nbest_keeps_a_row_for_empty_lines(run):

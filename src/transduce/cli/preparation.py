@@ -23,8 +23,12 @@ def inspect(
     tgt_vocab: Annotated[
         int | None, typer.Option(help="Target vocabulary size; default: the source's (shared).")
     ] = None,
-    src_len: Annotated[int, typer.Option(help="Source length m used for the time column.")] = 32,
-    tgt_len: Annotated[int, typer.Option(help="Target length n used for the time column.")] = 32,
+    src_len: Annotated[
+        int, typer.Option(min=1, help="Source length m (>= 1) used for the time column.")
+    ] = 32,
+    tgt_len: Annotated[
+        int, typer.Option(min=1, help="Target length n (>= 1) used for the time column.")
+    ] = 32,
 ) -> None:
     """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
     from ..cost import model_cost
