@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -212,6 +214,16 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda r, t: ["inspect", "small", "--src-len", "-5"],
         "Invalid value for '--src-len': Input should be greater than or equal to 1",
     ),
+    (
+        "translate --src-trees for a model without trees",
+        lambda r, t: ["translate", str(r), "--src-trees", str(t / "nope.tree")],
+        "this model takes no source trees",
+    ),
+    (
+        "attention --src-trees for a model without trees",
+        lambda r, t: ["attention", str(r), "1 2", "-o", str(t / "a"), "--src-trees", str(t / "nope")],
+        "this model takes no source trees",
+    ),
     ("unknown command", lambda r, t: ["frobnicate"], "No such command 'frobnicate'"),
     (
         "unknown subcommand",
@@ -261,6 +273,40 @@ def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment
     assert len(errors) == 1, result.output
     assert fragment in result.output.replace("\n", " "), result.output
     assert "Traceback" not in result.output
+
+
+def closed_stdout() -> None:
+    """Run in the child before it starts: it then finds its standard output closed (`>&-`)."""
+    os.close(1)
+
+
+# Bad inputs that need a real process: (id, arguments, what the child does before it starts, fragment)
+PROCESS_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], Callable[[], None], str]] = [
+    (
+        "translate with standard output closed",
+        lambda r, t: ["translate", str(r), "--greedy"],
+        closed_stdout,
+        "standard output is closed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "before", "fragment"), [r[1:] for r in PROCESS_ROWS], ids=[r[0] for r in PROCESS_ROWS]
+)
+def test_bad_input_in_a_real_process_is_one_error_line(tmp_path, run, build, before, fragment):
+    result = subprocess.run(
+        [sys.executable, "-m", "transduce", *build(run, tmp_path)],
+        input="1 2\n",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=before,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert fragment in result.stderr
 
 
 def test_help_lists_every_option_of_every_command():
