@@ -36,11 +36,12 @@ def checkpoint_copy(run: Path, tmp: Path) -> Path:
     return copy
 
 
-def edit_meta(ckpt: Path, change: Callable[[dict], None]) -> Path:
-    meta = json.loads((ckpt / "config.json").read_text())
+def edit_meta(folder: Path, change: Callable[[dict], None], name: str = "config.json") -> Path:
+    """`folder` with its JSON metadata file `name` changed in place."""
+    meta = json.loads((folder / name).read_text())
     change(meta)
-    (ckpt / "config.json").write_text(json.dumps(meta))
-    return ckpt
+    (folder / name).write_text(json.dumps(meta))
+    return folder
 
 
 def lines(tmp: Path, name: str, text: str) -> str:
@@ -75,6 +76,24 @@ def ids_out_of_range(run: Path, tmp: Path) -> list[str]:
 def corrupt_dataset_meta(run: Path, tmp: Path) -> list[str]:
     data = dataset_copy(run, tmp)
     (data / "meta.json").write_text('{"format": 1, "hash": 3')
+    return train_on(data, tmp)
+
+
+def dataset_meta(change: Callable[[dict], None]) -> Callable[[Path, Path], list[str]]:
+    """Training on a copy of the run's dataset whose meta.json has `change` applied."""
+    return lambda r, t: train_on(edit_meta(dataset_copy(r, t), change, "meta.json"), t)
+
+
+def float_tokens(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    np.save(data / "train.src.tokens.npy", np.load(data / "train.src.tokens.npy").astype(np.float64))
+    return train_on(data, tmp)
+
+
+def array_linked_outside(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    shutil.move(data / "train.src.tokens.npy", tmp / "elsewhere.npy")
+    (data / "train.src.tokens.npy").symlink_to(tmp / "elsewhere.npy")
     return train_on(data, tmp)
 
 
@@ -142,6 +161,11 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ),
     ("corrupt best.json", corrupt_best, "best.json: unreadable"),
     (
+        "unknown task in config.json",
+        lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(task="nope")))],
+        "task: Input should be 'copy', 'reverse', 'addition' or 'lte'",
+    ),
+    (
         "vocabulary missing",
         lambda r, t: ["translate", str(_without(checkpoint_copy(r, t), "src.symbols.json"))],
         "vocabulary missing or damaged",
@@ -174,6 +198,23 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("damaged .npy in a dataset", damaged_npy, "damaged dataset"),
     ("token ids beyond the vocabulary", ids_out_of_range, "token ids outside the vocabulary"),
     ("corrupt dataset meta.json", corrupt_dataset_meta, "unreadable metadata"),
+    (
+        "dataset meta.json with wrong split sizes",
+        dataset_meta(lambda m: m["sizes"].update(train=99999)),
+        "meta.json gives the train split 99999 examples",
+    ),
+    (
+        "dataset vocabulary size a string",
+        dataset_meta(lambda m: m.update(src_vocab_size=str(m["src_vocab_size"]))),
+        "src_vocab_size: Input should be a valid integer",
+    ),
+    (
+        "dataset vocabulary size too small",
+        dataset_meta(lambda m: m.update(src_vocab_size=5)),
+        "meta.json gives src_vocab_size 5, but the src vocabulary has",
+    ),
+    ("float token ids", float_tokens, "holds float64 values; dataset arrays hold integers"),
+    ("dataset array a link out of it", array_linked_outside, "not a regular file (links, pipes"),
     (
         "attention --layers beyond the model",
         lambda r, t: ["attention", str(r), "1 2", "--layers", "0,9", "-o", str(t / "a")],

@@ -115,11 +115,14 @@ class ModelConfig(_Section):
         return self.d_model // self.heads
 
 
+TaskName = Literal["copy", "reverse", "addition", "lte"]  # the generated tasks (data/tasks.py)
+
+
 class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: Literal["copy", "reverse", "addition", "lte"] | None = None
+    task: TaskName | None = None
     task_symbols: int = Field(10, ge=2, le=1000)
     task_train_max_len: int = Field(20, ge=1, le=TASK_LEN_MAX, description=f"1..{TASK_LEN_MAX}")
     task_test_max_len: int | None = Field(
@@ -140,6 +143,16 @@ class DataConfig(_Section):
     def long_max_len(self) -> int:
         """The longest length of `test_long` (which starts at task_train_max_len + 1)."""
         return self.task_test_max_len or 2 * self.task_train_max_len
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        """Both set used to train on the task and silently ignore the dataset."""
+        if self.task is not None and self.dataset is not None:
+            raise ValueError(
+                f"data.task ('{self.task}') and data.dataset ('{self.dataset}') are both set; a run trains "
+                "on one of them: set the other to null"
+            )
+        return self
 
     @model_validator(mode="after")
     def _task_within_budget(self) -> DataConfig:
