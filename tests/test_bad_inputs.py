@@ -97,11 +97,21 @@ def array_linked_outside(run: Path, tmp: Path) -> list[str]:
     return train_on(data, tmp)
 
 
-def corrupt_best(run: Path, tmp: Path) -> list[str]:
+def best(run: Path, tmp: Path, text: str) -> list[str]:
+    """Translating with a copy of the run whose best.json holds `text`."""
     copy = tmp / "run"
     shutil.copytree(run, copy)
-    (copy / "best.json").write_text('{"step": "../.."}')
+    (copy / "best.json").write_text(text)
     return ["translate", str(copy)]
+
+
+def config_linked(run: Path, tmp: Path) -> list[str]:
+    """A checkpoint whose config.json links to another checkpoint's."""
+    ckpt, other = checkpoint_copy(run, tmp), tmp / "other"
+    shutil.copytree(ckpt, other)
+    (ckpt / "config.json").unlink()
+    (ckpt / "config.json").symlink_to(other / "config.json")
+    return ["translate", str(ckpt)]
 
 
 def fifo(tmp: Path, name: str) -> str:
@@ -159,12 +169,18 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(step="../..")))],
         "step: Input should be a valid integer",
     ),
-    ("corrupt best.json", corrupt_best, "best.json: unreadable"),
+    ("corrupt best.json", lambda r, t: best(r, t, '{"step": "../.."}'), "best.json: unreadable"),
+    (
+        "best.json naming a missing checkpoint",
+        lambda r, t: best(r, t, '{"step": 999}'),
+        "best.json: names step 999, but",
+    ),
     (
         "unknown task in config.json",
         lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(task="nope")))],
         "task: Input should be 'copy', 'reverse', 'addition' or 'lte'",
     ),
+    ("config.json a link", config_linked, "config.json: not a regular file (links and devices are refused)"),
     (
         "vocabulary missing",
         lambda r, t: ["translate", str(_without(checkpoint_copy(r, t), "src.symbols.json"))],

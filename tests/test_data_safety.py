@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -252,6 +253,16 @@ def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
     assert result.exit_code == 2
     assert f"is in use by process {os.getpid()}" in result.output.replace("\n", " ")
     assert snapshot(run / "checkpoints") == before
+
+
+def test_resume_without_its_best_checkpoint_warns_and_chooses_a_new_best(tmp_path):
+    run = train_tiny(tmp_path / "r", 2)
+    checkpoints = run / "checkpoints"
+    shutil.copytree(checkpoints / "ckpt-00000002", checkpoints / "ckpt-00000003")  # step 2, best 2
+    shutil.rmtree(checkpoints / "ckpt-00000002")  # the best, deleted behind the run's back
+    Trainer(tiny_config("train.steps=4", "train.validate_every=4"), run, show_progress=False).fit(resume=True)
+    assert "the best checkpoint (step 2) is missing" in (run / "train.log").read_text()
+    assert json.loads((run / "best.json").read_text()) == {"step": 4}
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):

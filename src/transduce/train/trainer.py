@@ -125,6 +125,7 @@ class Trainer:
             self.sampler.load_state_dict(ck.trainer["sampler"])
             torch.set_rng_state(ck.trainer_tensors["rng.torch"])
             self.state = TrainState(**ck.trainer["state"])
+            self._forget_missing_best()
             self.console.print(f"resumed from {path} at step {self.state.step}")
             return True
         return False
@@ -192,6 +193,15 @@ class Trainer:
         for p in step_checkpoints(self.checkpoints):
             if p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
+
+    def _forget_missing_best(self) -> None:
+        """A best checkpoint deleted behind the run's back: say so, and let the next validation
+        choose a new best (best.json names the missing one until then, and decoding from the run
+        directory refuses it rather than use another)."""
+        best = self.state.best_step
+        if best is not None and not (self.checkpoints / f"ckpt-{best:08d}").exists():
+            self.warn(f"the best checkpoint (step {best}) is missing; the next validation chooses a new best")
+            self.state.best_loss = self.state.best_step = None
 
     # ----------------------------------------------------------------- steps
     def _autocast(self) -> contextlib.AbstractContextManager:
