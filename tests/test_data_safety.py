@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tiny import TINY, tiny_config, train_tiny
 from typer.testing import CliRunner
@@ -209,9 +210,47 @@ def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     ]
 
 
+def scene_prepare_force_inside_input(tmp: Path, run: Path) -> list[str]:
+    corpus = write_corpus(tmp / "c")
+    return prepare_args(corpus, foreign_dir(corpus / "raw"), "--force")
+
+
+def dataset_copy(tmp: Path, run: Path) -> Path:
+    shutil.copytree(run / "data", tmp / "ds")
+    return tmp / "ds"
+
+
+def train_args(run_dir: Path, *extra: str) -> list[str]:
+    return ["train", "small", *TINY, *extra, "--run-dir", str(run_dir), "--no-progress"]
+
+
+def scene_run_dir_in_dataset(tmp: Path, run: Path) -> list[str]:
+    data = dataset_copy(tmp, run)
+    return train_args(data / "run", "data.task=null", f"data.dataset={data}")
+
+
+def scene_run_dir_is_dataset(tmp: Path, run: Path) -> list[str]:
+    data = dataset_copy(tmp, run)
+    return train_args(data, "data.task=null", f"data.dataset={data}")
+
+
+def scene_run_dir_is_checkpoint(tmp: Path, run: Path) -> list[str]:
+    shutil.copytree(step_checkpoints(run / "checkpoints")[-1], tmp / "ck")
+    return train_args(tmp / "ck")
+
+
+def scene_resume_on_edited_data(tmp: Path, run: Path) -> list[str]:
+    mine = train_tiny(tmp / "r", 2)
+    tokens = np.load(mine / "data" / "train.src.tokens.npy")
+    tokens[0] = 4 + (tokens[0] - 3) % 10  # another symbol of the copy task
+    np.save(mine / "data" / "train.src.tokens.npy", tokens)
+    return train_args(mine, "train.steps=4")
+
+
 ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("prepare -o a foreign directory", scene_prepare_foreign, "did not write"),
     ("prepare -o its own input folder", scene_prepare_into_input, "contain or lie inside the input"),
+    ("prepare --force -o inside its input folder", scene_prepare_force_inside_input, "lie inside the input"),
     ("prepare -o an existing file", scene_prepare_over_file, "not a directory"),
     ("prepare -o a symbolic link", scene_prepare_over_link, "symbolic link"),
     ("prepare with an all-empty dev split", scene_prepare_empty_dev, "dev split has no usable examples"),
@@ -228,6 +267,10 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
     ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
+    ("resume on edited generated data", scene_resume_on_edited_data, "its arrays changed after"),
+    ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),
+    ("train --run-dir its dataset", scene_run_dir_is_dataset, "lies inside the dataset"),
+    ("train --run-dir a checkpoint", scene_run_dir_is_checkpoint, "which `transduce train` wrote"),
 ]
 
 

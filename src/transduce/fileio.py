@@ -38,13 +38,28 @@ def written_by(directory: Path) -> str | None:
     return None
 
 
+def within(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or lies inside it, links resolved."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return path == folder or folder in path.parents
+
+
 def _overlaps(out: Path, inputs: Iterable[Path]) -> Path | None:
     """The first input that `out` equals, contains or lies inside."""
-    target = out.resolve()
     for given in inputs:
-        path = Path(given).resolve()
-        if target == path or target in path.parents or path in target.parents:
+        if within(out, given) or within(given, out):
             return Path(given)
+    return None
+
+
+def enclosing_output(path: Path) -> tuple[Path, str] | None:
+    """The nearest directory at or above `path` that a command wrote (it has the marker), and that
+    command: such a directory is replaced whole when written again, so nothing else may live in it."""
+    resolved = Path(path).resolve()
+    for folder in (resolved, *resolved.parents):
+        command = written_by(folder)
+        if command is not None:
+            return folder, command
     return None
 
 

@@ -124,8 +124,8 @@ def prepare(
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
 
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
-    (a file, a foreign or non-empty directory, a link) needs --force, and an -o that contains or
-    lies inside an input file is always refused."""
+    (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
+    inside DATA_DIR; an -o that contains an input file is always refused."""
     from ..data.corpus import CorpusError
     from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
     from ..data.source import SourceFormat

@@ -36,7 +36,7 @@ def train(
 
     with user_errors(ConfigError, OutputError):
         cfg = load_config(config, overrides or [])
-        run = run_directory(config, run_dir, resume)
+        run = run_directory(config, run_dir, resume, cfg.data.dataset)
     env = setup_distributed()
     with user_errors(ConfigError, DatasetError, TrainingError, OutputError):
         trainer = Trainer(cfg, run, env, show_progress=progress)

@@ -8,6 +8,7 @@ directory and renamed into place, so an interrupted build never leaves anything 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -180,6 +181,14 @@ class Dataset:
                 split.tgt_tokens
             ):
                 raise DatasetError(f"{self.dir}: {name} offsets do not match its token arrays")
+
+    @functools.cached_property
+    def arrays_sha256(self) -> str:
+        """One hash over the splits' array files: meta.json's hash is of prepare's inputs, so it
+        stays the same when an array is edited afterwards, and this one does not."""
+        return content_hash(
+            [p for name in self.meta.splits for p in sorted(self.dir.glob(f"{name}.*.npy"))], {}
+        )
 
     def gold_trees(self, split: str) -> list[str]:
         """The bracketed gold trees of a parsing dataset's split, one per example."""

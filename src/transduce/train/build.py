@@ -18,7 +18,7 @@ from ..config import Config, ConfigError, check_positions
 from ..data.batching import BatchSampler, padded_lengths
 from ..data.dataset import Dataset, DatasetError, prepare_task
 from ..data.vocab import PAD
-from ..fileio import OutputError
+from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
 from .log import Throughput
 from .schedule import inverse_sqrt_lr
@@ -47,10 +47,22 @@ def setup_distributed() -> Distributed:
     return Distributed(int(os.environ.get("RANK", "0")), world)
 
 
-def run_directory(config: str, given: Path | None, resume: bool) -> Path:
+def run_directory(config: str, given: Path | None, resume: bool, dataset: str | None = None) -> Path:
     """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
-    (not `resume`) where checkpoints already are is an OutputError: they would be mixed."""
+    (not `resume`) where checkpoints already are is an OutputError: they would be mixed. So is a
+    run directory in the `dataset` or in any other command's output (a dataset, a checkpoint):
+    the run would write among its files, and writing that output again would delete the run."""
     run = given or Path("runs") / Path(config).stem
+    if dataset is not None and within(run, Path(dataset)):
+        raise OutputError(
+            f"{run} is or lies inside the dataset {dataset}; give --run-dir a folder outside it"
+        )
+    inside = enclosing_output(run)
+    if inside is not None:
+        raise OutputError(
+            f"{run} is or lies inside {inside[0]}, which `transduce {inside[1]}` wrote; "
+            "give --run-dir a folder outside it"
+        )
     for folder in (run, run / "checkpoints"):
         if folder.exists() and not folder.is_dir():
             raise OutputError(f"{folder} is not a directory; give --run-dir a folder")

@@ -132,21 +132,38 @@ class Trainer:
 
     def _data_identity(self) -> DataIdentity:
         """What a resumed run must find unchanged: the token ids and the examples."""
-        return DataIdentity(vocab_sha256=vocab_digest(self.data.dir), dataset_hash=self.data.meta.hash)
+        return DataIdentity(
+            vocab_sha256=vocab_digest(self.data.dir),
+            dataset_hash=self.data.meta.hash,
+            arrays_sha256=self.data.arrays_sha256,
+        )
 
     def _check_same_data(self, path: Path, meta: CheckpointMeta) -> None:
-        """Resuming on other data would feed old weights new token ids from an old data position."""
+        """Resuming on other data would feed old weights new token ids from an old data position.
+        What the checkpoint does not record (older ones lack the arrays' hash) is not compared."""
         saved = meta.data_identity
         if saved is None:
             self.warn(f"{path} does not record its dataset; cannot check that it is unchanged")
             return
         now = self._data_identity()
-        if saved != now:
-            what = "vocabulary" if saved.vocab_sha256 != now.vocab_sha256 else "dataset"
+        changed = [name for name, value in saved if value is not None and value != getattr(now, name)]
+        if "vocab_sha256" in changed or "dataset_hash" in changed:
+            what = "vocabulary" if "vocab_sha256" in changed else "dataset"
             raise TrainingError(
                 f"{path} was trained on another {what} than {self.data.dir}; resuming only continues the "
                 "same run on the same data: use a new --run-dir"
             )
+        if changed:
+            raise TrainingError(
+                f"{self.data.dir}: its arrays changed after {path} was trained on them (edited since it "
+                f"was written); resuming only continues the same run on the same data: {self._restore_hint()}"
+            )
+
+    def _restore_hint(self) -> str:
+        """How to get unchanged data back: a generated task's is written again by the run itself."""
+        if self.cfg.data.task is not None:
+            return f"delete {self.data.dir} to have it generated again as it was, or use a new --run-dir"
+        return "restore the dataset as it was, or use a new --run-dir"
 
     def save(self) -> Path:
         """Write a checkpoint; it becomes the best one if validated at this step with a lower loss."""
