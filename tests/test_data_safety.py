@@ -11,6 +11,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -296,6 +299,35 @@ def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
     assert result.exit_code == 2
     assert f"is in use by process {os.getpid()}" in result.output.replace("\n", " ")
     assert snapshot(run / "checkpoints") == before
+
+
+def test_sigint_saves_the_steps_trained_and_exits(tmp_path):
+    """Case 519 of the bad-input sweep, in a real process: SIGINT once training runs saves the
+    steps so far and exits with 130. (The sweep's 'hang' was a run started as a background job of
+    a shell script, which starts with SIGINT ignored, and Python keeps it so: such a run goes on;
+    hence the child's SIGINT is set back to the default here.)"""
+    run = tmp_path / "r"
+    command = [sys.executable, "-m", "transduce", "train", "small", *TINY, "train.steps=100000"]
+    command += ["train.save_every=100000", "train.validate_every=100000", "train.log_every=1"]
+    proc = subprocess.Popen(
+        [*command, "--run-dir", str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        for line in proc.stdout:  # step lines: the progress display writes them when not on a terminal
+            if line.startswith("step 3/"):
+                break
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output
+    saved = step_checkpoints(run / "checkpoints")
+    assert len(saved) == 1 and load_checkpoint(saved[0]).meta.step >= 3, output
+    assert "steps so far saved in" in output.replace("\n", " ")
 
 
 def test_resume_without_its_best_checkpoint_warns_and_chooses_a_new_best(tmp_path):
