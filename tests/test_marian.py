@@ -205,6 +205,12 @@ def _edit_tensors(change):
     return damage
 
 
+def _one_id_for_all(folder):
+    """Damage: every piece of vocab.json mapped to id 0."""
+    pieces = json.loads((folder / "vocab.json").read_text())
+    (folder / "vocab.json").write_text(json.dumps(dict.fromkeys(pieces, 0)))
+
+
 def _vocab_size(folder):
     return json.loads((folder / "config.json").read_text())["vocab_size"]
 
@@ -278,6 +284,14 @@ BAD_MARIAN = [
         "eos_token_id (44) and vocab.json's <unk> id (1) must differ",
     ),
     ("start-string", _edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
+    (
+        "max-positions-zero",
+        _edit_json("config.json", max_position_embeddings=0),
+        "max_position_embeddings must be an integer from 1 to 65536 (got 0)",
+    ),
+    ("pad-not-named-pad", _edit_json("config.json", pad_token_id=43), "<pad> has id 44, config.json's"),
+    ("vocab-no-pad", _edit_json("vocab.json", **{"<pad>": None}), "vocab.json: no <pad> piece"),
+    ("vocab-ids-all-zero", _one_id_for_all, "vocab.json: each piece needs an id of its own, but id 0"),
     ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
     ("vocab-bad-json", _write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
     (
