@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,11 +36,12 @@ def checkpoint_copy(run: Path, tmp: Path) -> Path:
     return copy
 
 
-def edit_meta(ckpt: Path, change: Callable[[dict], None]) -> Path:
-    meta = json.loads((ckpt / "config.json").read_text())
+def edit_meta(folder: Path, change: Callable[[dict], None], name: str = "config.json") -> Path:
+    """`folder` with its JSON metadata file `name` changed in place."""
+    meta = json.loads((folder / name).read_text())
     change(meta)
-    (ckpt / "config.json").write_text(json.dumps(meta))
-    return ckpt
+    (folder / name).write_text(json.dumps(meta))
+    return folder
 
 
 def lines(tmp: Path, name: str, text: str) -> str:
@@ -76,11 +79,39 @@ def corrupt_dataset_meta(run: Path, tmp: Path) -> list[str]:
     return train_on(data, tmp)
 
 
-def corrupt_best(run: Path, tmp: Path) -> list[str]:
+def dataset_meta(change: Callable[[dict], None]) -> Callable[[Path, Path], list[str]]:
+    """Training on a copy of the run's dataset whose meta.json has `change` applied."""
+    return lambda r, t: train_on(edit_meta(dataset_copy(r, t), change, "meta.json"), t)
+
+
+def float_tokens(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    np.save(data / "train.src.tokens.npy", np.load(data / "train.src.tokens.npy").astype(np.float64))
+    return train_on(data, tmp)
+
+
+def array_linked_outside(run: Path, tmp: Path) -> list[str]:
+    data = dataset_copy(run, tmp)
+    shutil.move(data / "train.src.tokens.npy", tmp / "elsewhere.npy")
+    (data / "train.src.tokens.npy").symlink_to(tmp / "elsewhere.npy")
+    return train_on(data, tmp)
+
+
+def best(run: Path, tmp: Path, text: str) -> list[str]:
+    """Translating with a copy of the run whose best.json holds `text`."""
     copy = tmp / "run"
     shutil.copytree(run, copy)
-    (copy / "best.json").write_text('{"step": "../.."}')
+    (copy / "best.json").write_text(text)
     return ["translate", str(copy)]
+
+
+def config_linked(run: Path, tmp: Path) -> list[str]:
+    """A checkpoint whose config.json links to another checkpoint's."""
+    ckpt, other = checkpoint_copy(run, tmp), tmp / "other"
+    shutil.copytree(ckpt, other)
+    (ckpt / "config.json").unlink()
+    (ckpt / "config.json").symlink_to(other / "config.json")
+    return ["translate", str(ckpt)]
 
 
 def fifo(tmp: Path, name: str) -> str:
@@ -138,7 +169,18 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(step="../..")))],
         "step: Input should be a valid integer",
     ),
-    ("corrupt best.json", corrupt_best, "best.json: unreadable"),
+    ("corrupt best.json", lambda r, t: best(r, t, '{"step": "../.."}'), "best.json: unreadable"),
+    (
+        "best.json naming a missing checkpoint",
+        lambda r, t: best(r, t, '{"step": 999}'),
+        "best.json: names step 999, but",
+    ),
+    (
+        "unknown task in config.json",
+        lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(task="nope")))],
+        "task: Input should be 'copy', 'reverse', 'addition' or 'lte'",
+    ),
+    ("config.json a link", config_linked, "config.json: not a regular file (links and devices are refused)"),
     (
         "vocabulary missing",
         lambda r, t: ["translate", str(_without(checkpoint_copy(r, t), "src.symbols.json"))],
@@ -172,6 +214,23 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("damaged .npy in a dataset", damaged_npy, "damaged dataset"),
     ("token ids beyond the vocabulary", ids_out_of_range, "token ids outside the vocabulary"),
     ("corrupt dataset meta.json", corrupt_dataset_meta, "unreadable metadata"),
+    (
+        "dataset meta.json with wrong split sizes",
+        dataset_meta(lambda m: m["sizes"].update(train=99999)),
+        "meta.json gives the train split 99999 examples",
+    ),
+    (
+        "dataset vocabulary size a string",
+        dataset_meta(lambda m: m.update(src_vocab_size=str(m["src_vocab_size"]))),
+        "src_vocab_size: Input should be a valid integer",
+    ),
+    (
+        "dataset vocabulary size too small",
+        dataset_meta(lambda m: m.update(src_vocab_size=5)),
+        "meta.json gives src_vocab_size 5, but the src vocabulary has",
+    ),
+    ("float token ids", float_tokens, "holds float64 values; dataset arrays hold integers"),
+    ("dataset array a link out of it", array_linked_outside, "not a regular file (links, pipes"),
     (
         "attention --layers beyond the model",
         lambda r, t: ["attention", str(r), "1 2", "--layers", "0,9", "-o", str(t / "a")],
@@ -207,6 +266,39 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda r, t: ["inspect", "small", "--src-vocab", "0"],
         "--src-vocab must be 1..",
     ),
+    (
+        "inspect --src-len -5",
+        lambda r, t: ["inspect", "small", "--src-len", "-5"],
+        "Invalid value for '--src-len': Input should be greater than or equal to 1",
+    ),
+    (
+        "translate --src-trees for a model without trees",
+        lambda r, t: ["translate", str(r), "--src-trees", str(t / "nope.tree")],
+        "this model takes no source trees",
+    ),
+    (
+        "attention --src-trees for a model without trees",
+        lambda r, t: ["attention", str(r), "1 2", "-o", str(t / "a"), "--src-trees", str(t / "nope")],
+        "this model takes no source trees",
+    ),
+    ("unknown command", lambda r, t: ["frobnicate"], "No such command 'frobnicate'"),
+    (
+        "unknown subcommand",
+        lambda r, t: ["import", "fairseq", str(t)],
+        "No such command 'fairseq'; see `",
+    ),
+    (
+        "unknown option",
+        lambda r, t: ["translate", str(r), "--bem", "4"],
+        "No such option: --bem (Possible options: --beam, --nbest)",
+    ),
+    (
+        "option value of the wrong type",
+        lambda r, t: ["translate", str(r), "--beam", "four"],
+        "Invalid value for '--beam'",
+    ),
+    ("option without its value", lambda r, t: ["translate", str(r), "--beam"], "requires an argument"),
+    ("missing argument", lambda r, t: ["train"], "Missing argument 'config'; see `"),
     (
         "attention -o an existing file",
         lambda r, t: ["attention", str(r), "1 2", "-o", lines(t, "f", "x")],
@@ -246,6 +338,54 @@ def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment
     assert len(errors) == 1, result.output
     assert fragment in result.output.replace("\n", " "), result.output
     assert "Traceback" not in result.output
+
+
+def closed_stdout() -> None:
+    """Run in the child before it starts: it then finds its standard output closed (`>&-`)."""
+    os.close(1)
+
+
+# Bad inputs that need a real process: (id, arguments, what the child does before it starts, fragment)
+PROCESS_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], Callable[[], None], str]] = [
+    (
+        "translate with standard output closed",
+        lambda r, t: ["translate", str(r), "--greedy"],
+        closed_stdout,
+        "standard output is closed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "before", "fragment"), [r[1:] for r in PROCESS_ROWS], ids=[r[0] for r in PROCESS_ROWS]
+)
+def test_bad_input_in_a_real_process_is_one_error_line(tmp_path, run, build, before, fragment):
+    result = subprocess.run(
+        [sys.executable, "-m", "transduce", *build(run, tmp_path)],
+        input="1 2\n",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=before,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert fragment in result.stderr
+
+
+def test_help_lists_every_option_of_every_command():
+    from typer.main import get_command
+
+    group = get_command(app)
+    commands = [([name], command) for name, command in group.commands.items()]
+    commands += [(["import", name], c) for name, c in group.commands["import"].commands.items()]
+    for path, command in commands:
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        for param in command.params:
+            for name in param.opts if param.param_type_name == "option" else []:
+                assert name in result.output, (path, name)
 
 
 def test_nbest_keeps_a_row_for_empty_lines(run):

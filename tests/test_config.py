@@ -127,6 +127,10 @@ BAD_OVERRIDES = [
         ["data.task=lte", "data.task_nesting=6", "data.task_train_max_len=1000"],
         "data.task 'lte' would generate about 2,816,000,000 symbols; allowed: 200,000,000",
     ),
+    (
+        ["data.task=copy", "data.dataset=data/prepared"],
+        "data.task ('copy') and data.dataset ('data/prepared') are both set",
+    ),
     (["decode.max_len_b=1000000000"], "decode.max_len_b: Input should be less than or equal to 65536"),
     (
         ["model.d_ff=" + "[" * 30 + "]" * 30],

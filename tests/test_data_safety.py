@@ -10,10 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tiny import TINY, tiny_config, train_tiny
 from typer.testing import CliRunner
@@ -208,9 +213,47 @@ def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     ]
 
 
+def scene_prepare_force_inside_input(tmp: Path, run: Path) -> list[str]:
+    corpus = write_corpus(tmp / "c")
+    return prepare_args(corpus, foreign_dir(corpus / "raw"), "--force")
+
+
+def dataset_copy(tmp: Path, run: Path) -> Path:
+    shutil.copytree(run / "data", tmp / "ds")
+    return tmp / "ds"
+
+
+def train_args(run_dir: Path, *extra: str) -> list[str]:
+    return ["train", "small", *TINY, *extra, "--run-dir", str(run_dir), "--no-progress"]
+
+
+def scene_run_dir_in_dataset(tmp: Path, run: Path) -> list[str]:
+    data = dataset_copy(tmp, run)
+    return train_args(data / "run", "data.task=null", f"data.dataset={data}")
+
+
+def scene_run_dir_is_dataset(tmp: Path, run: Path) -> list[str]:
+    data = dataset_copy(tmp, run)
+    return train_args(data, "data.task=null", f"data.dataset={data}")
+
+
+def scene_run_dir_is_checkpoint(tmp: Path, run: Path) -> list[str]:
+    shutil.copytree(step_checkpoints(run / "checkpoints")[-1], tmp / "ck")
+    return train_args(tmp / "ck")
+
+
+def scene_resume_on_edited_data(tmp: Path, run: Path) -> list[str]:
+    mine = train_tiny(tmp / "r", 2)
+    tokens = np.load(mine / "data" / "train.src.tokens.npy")
+    tokens[0] = 4 + (tokens[0] - 3) % 10  # another symbol of the copy task
+    np.save(mine / "data" / "train.src.tokens.npy", tokens)
+    return train_args(mine, "train.steps=4")
+
+
 ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("prepare -o a foreign directory", scene_prepare_foreign, "did not write"),
     ("prepare -o its own input folder", scene_prepare_into_input, "contain or lie inside the input"),
+    ("prepare --force -o inside its input folder", scene_prepare_force_inside_input, "lie inside the input"),
     ("prepare -o an existing file", scene_prepare_over_file, "not a directory"),
     ("prepare -o a symbolic link", scene_prepare_over_link, "symbolic link"),
     ("prepare with an all-empty dev split", scene_prepare_empty_dev, "dev split has no usable examples"),
@@ -227,6 +270,10 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
     ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
+    ("resume on edited generated data", scene_resume_on_edited_data, "its arrays changed after"),
+    ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),
+    ("train --run-dir its dataset", scene_run_dir_is_dataset, "lies inside the dataset"),
+    ("train --run-dir a checkpoint", scene_run_dir_is_checkpoint, "which `transduce train` wrote"),
 ]
 
 
@@ -252,6 +299,45 @@ def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
     assert result.exit_code == 2
     assert f"is in use by process {os.getpid()}" in result.output.replace("\n", " ")
     assert snapshot(run / "checkpoints") == before
+
+
+def test_sigint_saves_the_steps_trained_and_exits(tmp_path):
+    """Case 519 of the bad-input sweep, in a real process: SIGINT once training runs saves the
+    steps so far and exits with 130. (The sweep's 'hang' was a run started as a background job of
+    a shell script, which starts with SIGINT ignored, and Python keeps it so: such a run goes on;
+    hence the child's SIGINT is set back to the default here.)"""
+    run = tmp_path / "r"
+    command = [sys.executable, "-m", "transduce", "train", "small", *TINY, "train.steps=100000"]
+    command += ["train.save_every=100000", "train.validate_every=100000", "train.log_every=1"]
+    proc = subprocess.Popen(
+        [*command, "--run-dir", str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        for line in proc.stdout:  # step lines: the progress display writes them when not on a terminal
+            if line.startswith("step 3/"):
+                break
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output
+    saved = step_checkpoints(run / "checkpoints")
+    assert len(saved) == 1 and load_checkpoint(saved[0]).meta.step >= 3, output
+    assert "steps so far saved in" in output.replace("\n", " ")
+
+
+def test_resume_without_its_best_checkpoint_warns_and_chooses_a_new_best(tmp_path):
+    run = train_tiny(tmp_path / "r", 2)
+    checkpoints = run / "checkpoints"
+    shutil.copytree(checkpoints / "ckpt-00000002", checkpoints / "ckpt-00000003")  # step 2, best 2
+    shutil.rmtree(checkpoints / "ckpt-00000002")  # the best, deleted behind the run's back
+    Trainer(tiny_config("train.steps=4", "train.validate_every=4"), run, show_progress=False).fit(resume=True)
+    assert "the best checkpoint (step 2) is missing" in (run / "train.log").read_text()
+    assert json.loads((run / "best.json").read_text()) == {"step": 4}
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):

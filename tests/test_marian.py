@@ -287,6 +287,16 @@ def _eos_is_pad(folder):
     _edit_json("config.json", eos_token_id=config["pad_token_id"])(folder)
 
 
+def _one_id_for_all(folder):
+    """Damage: every piece of vocab.json mapped to id 0."""
+    pieces = json.loads((folder / "vocab.json").read_text())
+    (folder / "vocab.json").write_text(json.dumps(dict.fromkeys(pieces, 0)))
+
+
+def _vocab_size(folder):
+    return json.loads((folder / "config.json").read_text())["vocab_size"]
+
+
 FC1 = "model.encoder.layers.0.fc1.weight"
 
 # (row id, damage to a good MarianMTModel directory, expected message fragment)
@@ -352,6 +362,14 @@ BAD_MARIAN = [
     ("pad-negative", _edit_json("config.json", pad_token_id=-1), "pad_token_id must be an integer from 0"),
     ("eos-is-pad", _eos_is_pad, "and vocab.json's <unk> id (1) must differ"),
     ("start-string", _edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
+    (
+        "max-positions-zero",
+        _edit_json("config.json", max_position_embeddings=0),
+        "max_position_embeddings must be an integer from 1 to 65536 (got 0)",
+    ),
+    ("pad-not-named-pad", _edit_json("config.json", pad_token_id=43), "<pad> has id 44, config.json's"),
+    ("vocab-no-pad", _edit_json("vocab.json", **{"<pad>": None}), "vocab.json: no <pad> piece"),
+    ("vocab-ids-all-zero", _one_id_for_all, "vocab.json: each piece needs an id of its own, but id 0"),
     ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
     ("vocab-bad-json", _write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
     (

@@ -87,24 +87,51 @@ def test_concurrent_requests_are_batched_and_equal_single_requests(served):
     assert app.state.batcher.batches - before < len(segments)  # some requests shared a batch
 
 
-def test_limits_and_malformed_requests(served):
+def test_requests_over_the_limits_are_413(served):
     server, _, _ = served
     url = f"{server.url}/translate"
     too_many = httpx.post(url, json={"segments": ["1"] * 9})
     assert too_many.status_code == 413 and "at most 8" in too_many.json()["detail"]
     too_long = httpx.post(url, json={"segments": ["1 " * 30]})
     assert too_long.status_code == 413 and "characters" in too_long.json()["detail"]
-    bad_json = httpx.post(url, content=b'{"segments": [', headers={"Content-Type": "application/json"})
-    assert bad_json.status_code == 422
-    for body in (
-        {"segments": "1 2"},
-        {"segments": [1, 2]},
-        {},
-        {"segments": ["1"], "beam": 0},
-        {"segments": ["1"], "colour": "red"},
-        {"segments": ["1"], "beam": 2, "nbest": 3},
-    ):
-        assert httpx.post(url, json=body).status_code == 422, body
+
+
+# (id, a /translate body as sent, a fragment of the 422's message): JSON is taken as it is, never
+# converted (a string or true is not a beam), and a body that cannot be read is a 422 too
+BAD_BODIES = [
+    ("not JSON", '{"segments": [', "JSON decode error: Expecting value"),
+    ("segments a string", '{"segments": "1 2"}', "Input should be a valid list"),
+    ("segments of numbers", '{"segments": [1, 2]}', "Input should be a valid string"),
+    ("no segments", "{}", "Field required"),
+    ("beam 0", '{"segments": ["1"], "beam": 0}', "greater than or equal to 1"),
+    ("unknown key", '{"segments": ["1"], "colour": "red"}', "Extra inputs are not permitted"),
+    ("nbest over beam", '{"segments": ["1"], "beam": 2, "nbest": 3}', "must not exceed"),
+    ("beam a string", '{"segments": ["1"], "beam": "4"}', "Input should be a valid integer"),
+    ("beam a boolean", '{"segments": ["1"], "beam": true}', "Input should be a valid integer"),
+    ("alpha a string", '{"segments": ["1"], "alpha": "0.6"}', "Input should be a valid number"),
+    ("a 5000-digit number", '{"segments": ["1"], "beam": 1' + "0" * 5000 + "}", "Exceeds the limit"),
+    ("bytes not UTF-8", '{"segments": ["\udcff"]}', "can't decode byte 0xff"),
+]
+
+
+@pytest.fixture(scope="module")
+def roomy(served):
+    """The model served with the default limits, whose body limit (1 MiB) admits 5000 digits."""
+    server = Server(create_app(served[1]))
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(("body", "fragment"), [r[1:] for r in BAD_BODIES], ids=[r[0] for r in BAD_BODIES])
+def test_malformed_request_is_422_naming_the_fault(roomy, body, fragment):
+    server = roomy
+    response = httpx.post(
+        f"{server.url}/translate",
+        content=body.encode("utf-8", "surrogateescape"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert fragment in response.text and len(response.content) < 500, response.text
 
 
 @pytest.mark.parametrize("alpha", ["NaN", "Infinity", "-Infinity", "1e400"])

@@ -176,6 +176,32 @@ def test_serve_refuses_bad_limits_at_start_with_one_error_line(tmp_path, option,
     assert result.output.startswith(f"error: {says}") and result.output.count("\n") == 1, result.output
 
 
+@pytest.fixture
+def port_in_use():
+    """A loopback port another socket listens on."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        ("127.0.0.1", "cannot listen on 127.0.0.1:{port}: Address already in use"),
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:{port}: "),
+    ],
+    ids=["port in use", "unresolvable host"],
+)
+def test_serve_refuses_an_address_it_cannot_listen_on_with_one_error_line(tmp_path, port_in_use, host, says):
+    """Checked before the model loads (uvicorn itself would log the error and exit with 3)."""
+    argv = ["serve", str(tmp_path / "no-such-run"), "--host", host, "--port", str(port_in_use)]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2, result.output
+    expected = f"error: {says.format(port=port_in_use)}"
+    assert result.output.startswith(expected) and result.output.count("\n") == 1, result.output
+
+
 def test_sigterm_mid_decode_exits_within_the_graceful_period(tmp_path):
     """A real `transduce serve` process, one decode call of ~20 s (every hypothesis is held to
     1000 tokens), SIGTERM a moment into it: the process must be gone about --graceful-seconds

@@ -48,7 +48,7 @@ def write_pairs(folder: Path, source_line, extra=None) -> dict:
 
 
 def train_and_translate(tmp_path: Path, data: Path, lines: str, *options: str, model=()) -> str:
-    cfg = load_config("small", [*TINY, *model, f"data.dataset={data}"])
+    cfg = load_config("small", [*TINY, *model, "data.task=null", f"data.dataset={data}"])
     Trainer(cfg, tmp_path / "run", show_progress=False).fit()
     result = CliRunner().invoke(app, ["translate", str(tmp_path / "run"), "--greedy", *options], input=lines)
     assert result.exit_code == 0, result.output

@@ -151,14 +151,16 @@ class ModelConfig(_Section):
         return self.d_model // self.heads
 
 
+TaskName = Literal[  # the generated tasks (data/tasks.py)
+    "copy", "reverse", "double", "addition", "addition_le", "lte", "majority", "updown", "repeat"
+]
+
+
 class DataConfig(_Section):
     """Where examples come from: a prepared dataset directory or a generated task."""
 
     dataset: str | None = None
-    task: (
-        Literal["copy", "reverse", "double", "addition", "addition_le", "lte", "majority", "updown", "repeat"]
-        | None
-    ) = None
+    task: TaskName | None = None
     task_symbols: int = Field(
         10,
         ge=2,
@@ -198,6 +200,16 @@ class DataConfig(_Section):
     def long_min_len(self) -> int:
         """The shortest length of `test_long`."""
         return self.task_test_min_len or self.task_train_max_len + 1
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        """Both set used to train on the task and silently ignore the dataset."""
+        if self.task is not None and self.dataset is not None:
+            raise ValueError(
+                f"data.task ('{self.task}') and data.dataset ('{self.dataset}') are both set; a run trains "
+                "on one of them: set the other to null"
+            )
+        return self
 
     @model_validator(mode="after")
     def _task_within_budget(self) -> DataConfig:

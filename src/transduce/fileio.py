@@ -38,13 +38,28 @@ def written_by(directory: Path) -> str | None:
     return None
 
 
+def within(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or lies inside it, links resolved."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return path == folder or folder in path.parents
+
+
 def _overlaps(out: Path, inputs: Iterable[Path]) -> Path | None:
     """The first input that `out` equals, contains or lies inside."""
-    target = out.resolve()
     for given in inputs:
-        path = Path(given).resolve()
-        if target == path or target in path.parents or path in target.parents:
+        if within(out, given) or within(given, out):
             return Path(given)
+    return None
+
+
+def enclosing_output(path: Path) -> tuple[Path, str] | None:
+    """The nearest directory at or above `path` that a command wrote (it has the marker), and that
+    command: such a directory is replaced whole when written again, so nothing else may live in it."""
+    resolved = Path(path).resolve()
+    for folder in (resolved, *resolved.parents):
+        command = written_by(folder)
+        if command is not None:
+            return folder, command
     return None
 
 
@@ -151,10 +166,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def check_output_file(path: Path, inputs: Iterable[Path] = ()) -> None:
-    """Refuse an output file path that cannot be written (a directory, a missing folder) or
-    that is, links to, or lies inside one of the command's inputs."""
+    """Refuse an output file path that cannot be written (a directory, a missing folder, `-` when
+    standard output is closed) or that is, links to, or lies inside one of the command's inputs."""
     path = Path(path)
     if str(path) == "-":
+        _standard_output()
         return
     if path.is_dir():
         raise OutputError(f"{path} is a directory; -o takes a file path")
@@ -165,6 +181,14 @@ def check_output_file(path: Path, inputs: Iterable[Path] = ()) -> None:
         raise OutputError(f"{path}: the output would overwrite the input {clash}; choose another -o")
 
 
+def _standard_output() -> IO[str]:
+    """sys.stdout, which is None when the process started with its standard output closed
+    (`cmd >&-`): refused like any other output that cannot be written."""
+    if sys.stdout is None:
+        raise OutputError("standard output is closed; give -o FILE or redirect it")
+    return sys.stdout
+
+
 def write_output_file(path: Path | None, text: str) -> None:
     """Write a command's text output.
 
@@ -172,8 +196,9 @@ def write_output_file(path: Path | None, text: str) -> None:
     keeping its permissions; a symbolic link is followed, so the link stays and its target gets
     the text; devices and pipes (/dev/null, a FIFO) are written through, never replaced."""
     if path is None or str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        out = _standard_output()
+        out.write(text)
+        out.flush()
         return
     check_output_file(path)
     target = Path(path).resolve() if Path(path).is_symlink() else Path(path)

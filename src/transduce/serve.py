@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import math
 import os
 import queue
+import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
@@ -30,7 +32,8 @@ from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from torch import nn
@@ -48,9 +51,10 @@ POLL_S = 0.1  # how often a waiting request checks for its client gone or its ti
 
 
 class TranslateRequest(BaseModel):
-    """POST /translate body: every field but `segments` is optional."""
+    """POST /translate body: every field but `segments` is optional. Strict: JSON's types as
+    they are, so `"beam": "4"` or `"beam": true` is a 422, not silently converted."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
     segments: list[str]
     beam: int | None = Field(None, ge=1, le=64)
     alpha: float | None = Field(None, ge=0.0, le=10.0)
@@ -79,7 +83,7 @@ class TranslateResponse(BaseModel):
 
 
 class AttentionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     segment: str = Field(min_length=1)
 
 
@@ -430,8 +434,41 @@ def _package_version() -> str:
 async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
     """422 saying where and what is wrong but not the input: echoing a huge body back costs
     bandwidth, and a NaN or Infinity in it cannot even be written as JSON (that made a 500)."""
-    errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    errors = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in exc.errors()]
     return JSONResponse({"detail": errors}, status_code=422)
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A validation error's message; for a body that is not JSON, with the decoder's reason
+    (which names a position, never the body's text)."""
+    reason = error.get("ctx", {}).get("error") if error["type"] == "json_invalid" else None
+    return f"{error['msg']}: {reason}" if reason else error["msg"]
+
+
+class _JsonRequest(Request):
+    """A request whose JSON body fails to decode as a syntax error does whatever the reason (a
+    number of more than 4300 digits, Python's limit; bytes that are not UTF-8; nesting too deep),
+    so FastAPI answers 422 through `_validation_error`, not 400 for an unexpected exception."""
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except json.JSONDecodeError:
+            raise
+        except (ValueError, RecursionError) as exc:
+            raise json.JSONDecodeError(str(exc).split(":")[0], "", 0) from None
+
+
+class _Route(APIRoute):
+    """The server's routes: each reads its body as a `_JsonRequest`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_JsonRequest(request.scope, request.receive))
+
+        return route
 
 
 def create_app(models: Loaded, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
@@ -456,6 +493,7 @@ def create_app(models: Loaded, limits: Limits | None = None, api_key: str | None
     app = FastAPI(
         title="transduce", version=_package_version(), lifespan=lifespan, docs_url=None, redoc_url=None
     )
+    app.router.route_class = _Route
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     app.state.batcher = batcher
@@ -627,6 +665,23 @@ class Listen:
             raise ValueError(f"--port must be in 0..65535, not {self.port}")
         if not (math.isfinite(self.graceful_seconds) and self.graceful_seconds >= 0):
             raise ValueError(f"--graceful-seconds must be a number >= 0, not {self.graceful_seconds}")
+
+
+def check_listen(listen: Listen) -> None:
+    """Bind, and release, each address uvicorn will listen on (as asyncio binds them), so that a
+    bad host or a port in use is a ValueError before the model loads, not uvicorn's log and exit
+    status 3 after. (Another process taking the port in between still meets uvicorn's error.)"""
+    try:
+        infos = socket.getaddrinfo(listen.host, listen.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in set(infos):
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+    except (OSError, UnicodeError) as exc:  # UnicodeError: a host name that is not valid IDNA
+        reason = getattr(exc, "strerror", None) or exc
+        raise ValueError(f"cannot listen on {listen.host}:{listen.port}: {reason}") from None
 
 
 def run_server(app: FastAPI, listen: Listen) -> None:

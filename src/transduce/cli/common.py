@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -20,20 +21,64 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from ..store.load import LoadedModel
 
 Advance = Callable[[int, int], None]  # called with (lines, output tokens) after each decoded batch
+# click's UsageError, the base of BadParameter, from whichever click typer uses (newer typer
+# versions carry their own copy of click, whose exceptions the `click` package does not raise)
+UsageError: type[Exception] = typer.BadParameter.__base__
+console = Console(stderr=True)  # messages, progress and errors
+stdout = Console()  # results
+
+
+def fail(message: str) -> NoReturn:
+    """Print a clear error and exit with status 2 (no traceback for user errors)."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def _usage_errors(command: str) -> Iterator[None]:
+    """Click's usage errors (unknown commands or options, bad option values, missing arguments) as
+    one `error:` line like every other error, instead of click's boxed usage message; `command`
+    names the command for the --help hint when the error does not. A command group called without
+    arguments still prints its help (click's NoArgsIsHelpError, matched by name as typer does:
+    older click versions lack the class)."""
+    try:
+        yield
+    except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            raise
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else command
+        fail(f"{exc.format_message().rstrip('.')}; see `{where} --help`")
+
+
+class _Commands(TyperGroup):
+    """The top-level group: usage errors of the group and of every command under it, which click
+    raises while making a context or resolving and running a command, end in `fail`."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
+    ) -> typer.Context:
+        with _usage_errors(info_name or "transduce"):
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with _usage_errors(ctx.command_path):
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
+    cls=_Commands,
     help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)  # messages, progress and errors
-stdout = Console()  # results
 
 
 def _version(show: bool) -> None:
@@ -51,12 +96,6 @@ def _group(
     ] = False,
 ) -> None:
     """Train, decode, evaluate and inspect Transformer sequence-to-sequence models."""
-
-
-def fail(message: str) -> NoReturn:
-    """Print a clear error and exit with status 2 (no traceback for user errors)."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 @contextlib.contextmanager

@@ -52,8 +52,7 @@ def _check_output(path: Path | None, inputs: list[Path]) -> None:
     from ..fileio import OutputError, check_output_file
 
     with user_errors(OutputError):
-        if path is not None:
-            check_output_file(path, inputs)
+        check_output_file(path or Path("-"), inputs)
 
 
 def _write_output(path: Path | None, lines: list[str]) -> None:

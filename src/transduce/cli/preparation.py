@@ -23,8 +23,12 @@ def inspect(
     tgt_vocab: Annotated[
         int | None, typer.Option(help="Target vocabulary size; default: the source's (shared).")
     ] = None,
-    src_len: Annotated[int, typer.Option(help="Source length m used for the time column.")] = 32,
-    tgt_len: Annotated[int, typer.Option(help="Target length n used for the time column.")] = 32,
+    src_len: Annotated[
+        int, typer.Option(min=1, help="Source length m (>= 1) used for the time column.")
+    ] = 32,
+    tgt_len: Annotated[
+        int, typer.Option(min=1, help="Target length n (>= 1) used for the time column.")
+    ] = 32,
 ) -> None:
     """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
     from ..cost import model_cost
@@ -129,8 +133,8 @@ def prepare(
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
 
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
-    (a file, a foreign or non-empty directory, a link) needs --force, and an -o that contains or
-    lies inside an input file is always refused."""
+    (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
+    inside DATA_DIR; an -o that contains an input file is always refused."""
     from ..data.corpus import CorpusError
     from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
     from ..data.source import SourceFormat

@@ -59,12 +59,13 @@ def serve(
 
     Several checkpoints are served as their ensemble (/attention shows the first one's weights).
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
-    from ..serve import Limits, Listen, create_app, is_loopback, run_server, server_api_key
+    from ..serve import Limits, Listen, check_listen, create_app, is_loopback, run_server, server_api_key
 
     with user_errors(ValueError):
         key = server_api_key(api_key)
         listen = Listen(host, port, graceful_seconds)
         limits = Limits.from_options(ctx.params)  # --max-segments to --batching, by name
+        check_listen(listen)
     if not is_loopback(host) and key is None:
         console.print(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "

@@ -68,7 +68,7 @@ def train(
         fail("--keep-optimizer and --keep-step go with --init-from")
     with user_errors(ConfigError, OutputError, CheckpointError):
         cfg = config_from(config, overrides or [])
-        run = run_directory(config, run_dir, resume, init_from)
+        run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()
     with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
         trainer = Trainer(cfg, run, env, show_progress=progress)

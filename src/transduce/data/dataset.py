@@ -8,6 +8,7 @@ directory and renamed into place, so an interrupted build never leaves anything 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -115,10 +116,15 @@ class Split:
 
 
 def _array(path: Path) -> np.ndarray:
-    """A dataset array, memory-mapped; a pipe or device in its place would block the reader."""
-    if path.exists() and not path.is_file():
-        raise OSError(f"{path}: not a regular file")
-    return np.load(path, mmap_mode="r")
+    """A dataset array, memory-mapped: a regular file of integers. A pipe or device in its place
+    would block the reader; a link could take the data from outside the dataset, as could
+    anything else its meta.json and hash do not describe; float ids would be truncated."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OSError(f"{path}: not a regular file (links, pipes and devices are refused)")
+    array = np.load(path, mmap_mode="r")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{path}: holds {array.dtype} values; dataset arrays hold integers")
+    return array
 
 
 class Dataset:
@@ -138,7 +144,27 @@ class Dataset:
             self.factor_vocabs = [load_vocab(self.dir / f"src.factor{k}") for k in range(self.meta.factors)]
         except (MetaError, OSError, ValueError, RuntimeError) as exc:
             raise DatasetError(f"{self.dir}: damaged dataset: {exc}") from None
+        self._check_sizes()
         self._check_ids()
+
+    def _check_sizes(self) -> None:
+        """meta.json must describe the files: checkpoints copy its vocabulary sizes, and a model
+        built for other sizes than the vocabularies' would not load."""
+        for side, vocab, size in (
+            ("src", self.src_vocab, self.meta.src_vocab_size),
+            ("tgt", self.tgt_vocab, self.meta.tgt_vocab_size),
+        ):
+            if len(vocab) != size:
+                raise DatasetError(
+                    f"{self.dir}: meta.json gives {side}_vocab_size {size}, but the {side} vocabulary has "
+                    f"{len(vocab)} entries; prepare the dataset again"
+                )
+        for name, split in self.splits.items():
+            if self.meta.sizes.get(name) != len(split):
+                raise DatasetError(
+                    f"{self.dir}: meta.json gives the {name} split {self.meta.sizes.get(name)} examples, "
+                    f"its arrays hold {len(split)}; prepare the dataset again"
+                )
 
     def _check_ids(self) -> None:
         """Token ids beyond the vocabulary would index past the embedding table mid-training."""
@@ -155,6 +181,14 @@ class Dataset:
                 split.tgt_tokens
             ):
                 raise DatasetError(f"{self.dir}: {name} offsets do not match its token arrays")
+
+    @functools.cached_property
+    def arrays_sha256(self) -> str:
+        """One hash over the splits' array files: meta.json's hash is of prepare's inputs, so it
+        stays the same when an array is edited afterwards, and this one does not."""
+        return content_hash(
+            [p for name in self.meta.splits for p in sorted(self.dir.glob(f"{name}.*.npy"))], {}
+        )
 
     def gold_trees(self, split: str) -> list[str]:
         """The bracketed gold trees of a parsing dataset's split, one per example."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..config import TaskName
 from .source import SourceFormat
 
 FORMAT_VERSION = 1
@@ -32,13 +33,12 @@ class DataFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_kind: DataKind = "text"
-    task: str | None = None  # generated tasks: copy, reverse, double, addition, addition_le, lte,
-    # majority, updown, repeat
+    task: TaskName | None = None  # generated tasks
     parse_root: str | None = None  # parsing: the most common root label, for repaired trees
     label_unit: LabelUnit | None = None  # labelled data: what each label belongs to
     source: SourceFormat = Field(default_factory=SourceFormat)
-    src_vocab_size: int = Field(ge=4)
-    tgt_vocab_size: int = Field(ge=4)
+    src_vocab_size: int = Field(ge=4, strict=True)  # strict: a string or float is a damaged file
+    tgt_vocab_size: int = Field(ge=4, strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -62,8 +62,8 @@ class DatasetMeta(DataFacts):
     format: Literal[1] = FORMAT_VERSION
     hash: str  # of the inputs and options: equal hashes mean `prepare` has nothing to do
     splits: list[str]
-    sizes: dict[str, int]
-    factors: int = Field(0, ge=0)  # factored input: tag vocabularies src.factor0..k-1
+    sizes: dict[str, Annotated[int, Field(ge=0, strict=True)]]
+    factors: int = Field(0, ge=0, strict=True)  # factored input: tag vocabularies src.factor0..k-1
     options: dict[str, Any] | None = None  # prepare's options, as given
     report: dict[str, Any] | None = None  # per split: pairs kept and skipped, and why
 

@@ -60,6 +60,12 @@ def ratio_limit(given: float | None, source_format: str) -> float | None:
     return given or None
 
 
+def _inputs(data_dir: Path, files: list[Path], force: bool) -> tuple[Path, ...]:
+    """What -o must not overlap: the input files, and with `force` DATA_DIR itself, since what
+    --force would replace there (a folder of raw corpora, say) could be the user's data."""
+    return (data_dir, *files) if force else tuple(files)
+
+
 def prepare_generated(task: str, overrides: list[str], out: Path, force: bool = False) -> Dataset:
     """Write a generated task as a dataset: the `small` preset's data settings, `data.task` =
     `task`, then the data.* `overrides` (`prepare --task NAME --set ...`)."""
@@ -184,7 +190,8 @@ def prepare_text(
     digest = content_hash(files, asdict(opts))
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
-    check_output_dir(out, "prepare", files, force)
+    inputs = _inputs(data_dir, files, force)
+    check_output_dir(out, "prepare", inputs, force)
     report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
     texts = {
         n: read_parallel(
@@ -266,7 +273,7 @@ def prepare_text(
         None if shared else tgt_vocab,
         meta,
         vocabs=extra_vocabs,
-        inputs=tuple(files),
+        inputs=inputs,
         force=force,
     )
     return report
@@ -289,7 +296,8 @@ def prepare_parse(
     digest = content_hash(files, {"kind": "parse", "max_len": max_len})
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
-    check_output_dir(out, "prepare", files, force)
+    inputs = _inputs(data_dir, files, force)
+    check_output_dir(out, "prepare", inputs, force)
     trees = {n: read_treebank(data_dir / f"{n}.{suffix}") for n in names}
     targets = {n: [" ".join(linearise(t, words=False, tags=False)) for t in ts] for n, ts in trees.items()}
     sources = {n: [" ".join(t.words()) for t in ts] for n, ts in trees.items()}
@@ -315,5 +323,5 @@ def prepare_parse(
         "parse_root": roots.most_common(1)[0][0] if roots else "S",
         "report": report,
     }
-    write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts, inputs=tuple(files), force=force)
+    write_dataset(out, splits, src_vocab, tgt_vocab, meta, texts, inputs=inputs, force=force)
     return {"up_to_date": False, "out": str(out), "splits": report}

@@ -21,6 +21,8 @@ def encode_inputs(
     """Source ids (empty for empty lines) in the model's input format, with annotations for
     factored or syntax-aware models; `trees` holds one syntax tree per non-empty line."""
     fmt = loaded.meta.source
+    if trees is not None and fmt.trees is None:  # it would be ignored, whether it exists or not
+        raise ValueError(f"--src-trees {trees}: this model takes no source trees; leave the option out")
     if fmt.format == "text" and not fmt.by_word:
         return [loaded.src_vocab.encode(line) if line.strip() else [] for line in lines], None
     if fmt.trees is not None and trees is None:

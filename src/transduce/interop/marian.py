@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from ..config import DEPTH_MAX, WIDTH_MAX, Config, ConfigError, build_config
+from ..config import DEPTH_MAX, POSITIONS_MAX, WIDTH_MAX, Config, ConfigError, build_config
 from ..data.vocab import BOS, EOS, PAD, MarianVocab
 from ..fileio import atomic_directory, check_output_dir
 from ..model import build_model
@@ -124,8 +125,11 @@ def _int_key(hf: dict[str, Any], key: str, low: int, high: int) -> int:
 
 
 def marian_config(hf: dict[str, Any]) -> Config:
-    """Our config for a Marian config.json: every convention an explicit option."""
+    """Our config for a Marian config.json: every convention an explicit option. Its position
+    table is not imported (our sinusoids are computed), but a size below 1 means a broken file."""
     sizes = {key: _int_key(hf, key, 1, high) for key, high in STRUCTURE_KEYS.items()}
+    if hf.get("max_position_embeddings") is not None:
+        _int_key(hf, "max_position_embeddings", 1, POSITIONS_MAX)
     if (
         sizes["encoder_attention_heads"] != sizes["decoder_attention_heads"]
         or sizes["encoder_ffn_dim"] != sizes["decoder_ffn_dim"]
@@ -238,7 +242,7 @@ def marian_to_ours(
 
 def _special_ids(hf: dict[str, Any], pieces: dict[str, int], size: int) -> tuple[int, int, int, int]:
     """(pad, unk, eos, decoder start): in range, and pad, unk and EOS distinct, as the
-    permutation needs one row of its own for each."""
+    permutation needs one row of its own for each; vocab.json names the pad id `<pad>`."""
     pad = _int_key(hf, "pad_token_id", 0, size - 1)
     eos = _int_key(hf, "eos_token_id", 0, size - 1)
     given = hf.get("decoder_start_token_id") is not None
@@ -249,6 +253,10 @@ def _special_ids(hf: dict[str, Any], pieces: dict[str, int], size: int) -> tuple
             f"config.json: pad_token_id ({pad}), eos_token_id ({eos}) and vocab.json's <unk> id ({unk}) "
             "must differ"
         )
+    if "<pad>" not in pieces:
+        raise MarianError("vocab.json: no <pad> piece (Marian pads and starts decoding with it)")
+    if pieces["<pad>"] != pad:
+        raise MarianError(f"vocab.json: <pad> has id {pieces['<pad>']}, config.json's pad_token_id is {pad}")
     return pad, unk, eos, start
 
 
@@ -262,6 +270,13 @@ def _read_pieces(path: Path, vocab_size: int) -> dict[str, int]:
         raise MarianError(
             f"{path}: ids must be integers from 0 to {vocab_size - 1} (vocab_size); "
             f"{len(bad)} entries are not, e.g. {bad[0]!r}: {pieces[bad[0]]!r}"
+        )
+    shared = [i for i, n in Counter(pieces.values()).items() if n > 1]
+    if shared:
+        names = sorted(p for p, i in pieces.items() if i == shared[0])
+        raise MarianError(
+            f"{path}: each piece needs an id of its own, but id {shared[0]} is given to {names[:3]} "
+            f"({len(names)} pieces; ids shared: {len(shared)})"
         )
     return pieces
 

@@ -100,9 +100,17 @@ def save_checkpoint(
         (tmp / "config.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
 
 
+def _regular(file: Path) -> None:
+    """Refuse a link or device where a checkpoint keeps a file: a link could take it from another
+    checkpoint or from outside, which its checksums and config do not describe."""
+    if file.is_symlink() or (file.exists() and not file.is_file()):
+        raise CheckpointError(f"{file}: not a regular file (links and devices are refused)")
+
+
 def read_meta(path: Path) -> CheckpointMeta:
     """A checkpoint's config.json (config, data facts, checksums), validated, without the weights."""
     config_file = Path(path) / "config.json"
+    _regular(config_file)
     if not config_file.exists():
         raise CheckpointError(f"{path}: not a checkpoint (no config.json)")
     try:
@@ -130,8 +138,7 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
         file = path / name
         if not file.exists():
             raise CheckpointError(f"{file}: missing from the checkpoint")
-        if file.is_symlink() or not file.is_file():
-            raise CheckpointError(f"{file}: not a regular file (links and devices are refused)")
+        _regular(file)
         expected = meta.checksums.get(name)
         if expected is None:
             raise CheckpointError(
@@ -139,6 +146,7 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
             )
         if _sha256(file) != expected:
             raise CheckpointError(f"{file}: corrupt or truncated (checksum mismatch)")
+    vocab_files(path)  # refuses links and devices among the vocabularies too
     try:
         weights = load_file(str(path / "model.safetensors"))
         trainer, tensors = None, {}
@@ -185,8 +193,7 @@ def vocab_files(directory: Path) -> list[Path]:
     other non-regular files are refused (they could point outside the directory)."""
     files = sorted(p for p in Path(directory).iterdir() if p.name.startswith(("src.", "tgt.")))
     for path in files:
-        if path.is_symlink() or not path.is_file():
-            raise CheckpointError(f"{path}: not a regular file (links and devices are refused)")
+        _regular(path)
     return files
 
 

@@ -44,7 +44,9 @@ class Best(BaseModel):
 
 
 def resolve_checkpoint(path: Path) -> Path:
-    """A checkpoint directory as given, or a run directory's best (else newest) checkpoint."""
+    """A checkpoint directory as given, or a run directory's best (else, with no best.json, its
+    newest) checkpoint. A best.json naming a checkpoint that is gone is refused, not replaced by
+    the newest: that would decode with another model than the one the run chose."""
     path = Path(path)
     if (path / "config.json").exists():
         return path
@@ -60,8 +62,12 @@ def resolve_checkpoint(path: Path) -> Path:
                 f"{best}: unreadable ({type(exc).__name__}); delete it to use the newest"
             ) from None
         candidate = path / "checkpoints" / f"ckpt-{step:08d}"
-        if candidate.exists():
-            return candidate
+        if not candidate.exists():
+            raise CheckpointError(
+                f"{best}: names step {step}, but {candidate} is missing; give a checkpoint directory "
+                f"(the newest is {steps[-1]}), or delete best.json to use the newest"
+            )
+        return candidate
     return steps[-1]
 
 

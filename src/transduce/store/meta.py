@@ -10,11 +10,14 @@ from ..data.meta import DataFacts
 
 
 class DataIdentity(BaseModel):
-    """What a resumed run must find unchanged: the token ids and the examples."""
+    """What a resumed run must find unchanged: the token ids and the examples. The dataset's hash
+    is of what `prepare` read; the arrays' is of what it wrote, so it sees arrays edited later
+    (None in checkpoints written before it was recorded)."""
 
     model_config = ConfigDict(extra="forbid")
     vocab_sha256: str
     dataset_hash: str | None = None
+    arrays_sha256: str | None = None
 
 
 class Averaged(BaseModel):

@@ -20,7 +20,7 @@ from ..config import Config, ConfigError, ModelConfig, check_positions
 from ..data.batching import BatchSampler
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.vocab import FIRST_SYMBOL, PAD
-from ..fileio import OutputError
+from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
 from .log import Throughput
 from .objective import Objective, objective_for
@@ -50,13 +50,31 @@ def setup_distributed() -> Distributed:
     return Distributed(int(os.environ.get("RANK", "0")), world)
 
 
-def run_directory(config: str, given: Path | None, resume: bool, init_from: Path | None = None) -> Path:
+def run_directory(
+    config: str,
+    given: Path | None,
+    resume: bool,
+    dataset: str | None = None,
+    init_from: Path | None = None,
+) -> Path:
     """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
-    (not `resume`) where checkpoints already are is an OutputError: they would be mixed; so is a
-    fine-tuning run (`init_from`) inside the run it starts from."""
+    (not `resume`) where checkpoints already are is an OutputError: they would be mixed. So is a
+    run directory in the `dataset` or in any other command's output (a dataset, a checkpoint):
+    the run would write among its files, and writing that output again would delete the run;
+    and a fine-tuning run (`init_from`) inside the run it starts from."""
     run = given or Path("runs") / Path(config).stem
     if init_from is not None and run.resolve() in (init_from.resolve(), *init_from.resolve().parents):
         raise OutputError(f"the run directory {run} holds --init-from {init_from}; give a new --run-dir")
+    if dataset is not None and within(run, Path(dataset)):
+        raise OutputError(
+            f"{run} is or lies inside the dataset {dataset}; give --run-dir a folder outside it"
+        )
+    inside = enclosing_output(run)
+    if inside is not None:
+        raise OutputError(
+            f"{run} is or lies inside {inside[0]}, which `transduce {inside[1]}` wrote; "
+            "give --run-dir a folder outside it"
+        )
     for folder in (run, run / "checkpoints"):
         if folder.exists() and not folder.is_dir():
             raise OutputError(f"{folder} is not a directory; give --run-dir a folder")

@@ -133,6 +133,7 @@ class Trainer:
                 state["best_value"] = state.pop("best_loss")
             self.state = TrainState(**state)
             self.origin = ck.meta.initialised_from
+            self._forget_missing_best()
             self.console.print(f"resumed from {path} at step {self.state.step}")
             return True
         return False
@@ -174,21 +175,38 @@ class Trainer:
 
     def _data_identity(self) -> DataIdentity:
         """What a resumed run must find unchanged: the token ids and the examples."""
-        return DataIdentity(vocab_sha256=vocab_digest(self.data.dir), dataset_hash=self.data.meta.hash)
+        return DataIdentity(
+            vocab_sha256=vocab_digest(self.data.dir),
+            dataset_hash=self.data.meta.hash,
+            arrays_sha256=self.data.arrays_sha256,
+        )
 
     def _check_same_data(self, path: Path, meta: CheckpointMeta) -> None:
-        """Resuming on other data would feed old weights new token ids from an old data position."""
+        """Resuming on other data would feed old weights new token ids from an old data position.
+        What the checkpoint does not record (older ones lack the arrays' hash) is not compared."""
         saved = meta.data_identity
         if saved is None:
             self.warn(f"{path} does not record its dataset; cannot check that it is unchanged")
             return
         now = self._data_identity()
-        if saved != now:
-            what = "vocabulary" if saved.vocab_sha256 != now.vocab_sha256 else "dataset"
+        changed = [name for name, value in saved if value is not None and value != getattr(now, name)]
+        if "vocab_sha256" in changed or "dataset_hash" in changed:
+            what = "vocabulary" if "vocab_sha256" in changed else "dataset"
             raise TrainingError(
                 f"{path} was trained on another {what} than {self.data.dir}; resuming only continues the "
                 f"same run on the same data: to fine-tune on it, use a new --run-dir with --init-from {path}"
             )
+        if changed:
+            raise TrainingError(
+                f"{self.data.dir}: its arrays changed after {path} was trained on them (edited since it "
+                f"was written); resuming only continues the same run on the same data: {self._restore_hint()}"
+            )
+
+    def _restore_hint(self) -> str:
+        """How to get unchanged data back: a generated task's is written again by the run itself."""
+        if self.cfg.data.task is not None:
+            return f"delete {self.data.dir} to have it generated again as it was, or use a new --run-dir"
+        return "restore the dataset as it was, or use a new --run-dir"
 
     def save(self) -> Path:
         """Write a checkpoint of this step (the best one when its validation was the best)."""
@@ -229,6 +247,15 @@ class Trainer:
         for p in step_checkpoints(self.checkpoints):
             if p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
+
+    def _forget_missing_best(self) -> None:
+        """A best checkpoint deleted behind the run's back: say so, and let the next validation
+        choose a new best (best.json names the missing one until then, and decoding from the run
+        directory refuses it rather than use another)."""
+        best = self.state.best_step
+        if best is not None and not (self.checkpoints / f"ckpt-{best:08d}").exists():
+            self.warn(f"the best checkpoint (step {best}) is missing; the next validation chooses a new best")
+            self.state.best_loss = self.state.best_step = None
 
     # ----------------------------------------------------------------- steps
     def _autocast(self) -> contextlib.AbstractContextManager:
