@@ -301,11 +301,12 @@ def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
     assert snapshot(run / "checkpoints") == before
 
 
-def test_sigint_saves_the_steps_trained_and_exits(tmp_path):
-    """Case 519 of the bad-input sweep, in a real process: SIGINT once training runs saves the
-    steps so far and exits with 130. (The sweep's 'hang' was a run started as a background job of
-    a shell script, which starts with SIGINT ignored, and Python keeps it so: such a run goes on;
-    hence the child's SIGINT is set back to the default here.)"""
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_sigint_saves_the_steps_trained_and_exits(tmp_path, signum, status):
+    """Case 519 of the bad-input sweep, in a real process: SIGINT (or SIGTERM) once training runs
+    saves the steps so far and exits with 130 (143). (The sweep's 'hang' was a run started as a
+    background job of a shell script, which starts with SIGINT ignored, and Python keeps it so:
+    such a run goes on; hence the child's SIGINT is set back to the default here.)"""
     run = tmp_path / "r"
     command = [sys.executable, "-m", "transduce", "train", "small", *TINY, "train.steps=100000"]
     command += ["train.save_every=100000", "train.validate_every=100000", "train.log_every=1"]
@@ -320,11 +321,11 @@ def test_sigint_saves_the_steps_trained_and_exits(tmp_path):
         for line in proc.stdout:  # step lines: the progress display writes them when not on a terminal
             if line.startswith("step 3/"):
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         output, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, output
+    assert proc.returncode == status, output
     saved = step_checkpoints(run / "checkpoints")
     assert len(saved) == 1 and load_checkpoint(saved[0]).meta.step >= 3, output
     assert "steps so far saved in" in output.replace("\n", " ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -70,6 +71,7 @@ def train(
         cfg = config_from(config, overrides or [])
         run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()
+    signal.signal(signal.SIGTERM, _terminated)  # saved on the way out, as Ctrl-C is
     with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
         trainer = Trainer(cfg, run, env, show_progress=progress)
         init = None
@@ -84,6 +86,12 @@ def train(
         console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
         if metrics:
             console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C: the trainer saves the
+    steps since the last checkpoint on the way out; the exit status is 143 (128 + SIGTERM)."""
+    raise SystemExit(128 + signum)
 
 
 def show_samples(trainer: Trainer, count: int = 5) -> None:
