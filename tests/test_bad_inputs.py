@@ -178,7 +178,7 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     (
         "unknown task in config.json",
         lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(task="nope")))],
-        "task: Input should be 'copy', 'reverse', 'addition' or 'lte'",
+        "task: Input should be 'copy', 'reverse', 'double', 'addition', 'addition_le', 'lte', 'majority', ",
     ),
     ("config.json a link", config_linked, "config.json: not a regular file (links and devices are refused)"),
     (
