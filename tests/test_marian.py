@@ -367,7 +367,7 @@ BAD_MARIAN = [
         _edit_json("config.json", max_position_embeddings=0),
         "max_position_embeddings must be an integer from 1 to 65536 (got 0)",
     ),
-    ("pad-not-named-pad", _edit_json("config.json", pad_token_id=43), "<pad> has id 44, config.json's"),
+    ("pad-not-named-pad", _edit_json("config.json", pad_token_id=43), "config.json's pad_token_id is 43"),
     ("vocab-no-pad", _edit_json("vocab.json", **{"<pad>": None}), "vocab.json: no <pad> piece"),
     ("vocab-ids-all-zero", _one_id_for_all, "vocab.json: each piece needs an id of its own, but id 0"),
     ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
