@@ -160,7 +160,7 @@ def resolve_model_source(
     path = Path(source)
     if path.is_dir():
         meta = read_meta(resolve_checkpoint(path))
-        return config_from(source, overrides), meta.src_vocab_size, meta.tgt_vocab_size
+        return build_config(meta.config, overrides), meta.src_vocab_size, meta.tgt_vocab_size
     cfg = load_config(source, overrides)
     tgt = tgt_vocab if tgt_vocab is not None else src_vocab
     for option, size in (("--src-vocab", src_vocab), ("--tgt-vocab", tgt)):
