@@ -8,11 +8,13 @@ Transformer, UT and UT+ACT, with and without position randomisation, over severa
 The paper's setting, as tensor2tensor generates it: decimal strings, 100k training examples of
 lengths 1..40, tested at length 400; tasks copy, reverse and addition (two little-endian numbers
 joined by a separator, the target their little-endian sum: data.task=addition_le). Its UTs train
-with "positions starting with randomized offsets" (model.position_randomisation=offset).
+with "positions starting with randomized offsets" (model.position_randomisation=offset); beyond
+the paper, Ruoss et al.'s random position subsets, evaluated on positions spread over the same
+range (subset_spread).
 tensor2tensor's own test set spans lengths 1..400; here the headline is length --test-len exactly
 and a sweep over --lengths gives the curve.
 
-Models, at tensor2tensor's tiny sizes (d_model 128, d_ff 512, 4 heads, dropout 0.1):
+Models, at tensor2tensor's tiny sizes (d_model 128, d_ff 512, 4 heads, dropout 0.1, pre-norm):
   transformer   2 encoder and 2 decoder layers            (transformer_tiny)
   ut            one shared layer, 8 steps per stack        (universal_transformer_tiny)
   ut_act        the same with ACT, at most 8 steps         (adaptive_universal_transformer_tiny)
@@ -67,10 +69,16 @@ MODELS = {
     "ut_act": ["model.arch=universal", "model.act=true"],
 }
 LABELS = {"transformer": "Transformer", "ut": "UT", "ut_act": "UT+ACT"}
-POSITIONS = {  # position randomisation: one draw per pass shared by both stacks, or one per stack
+POSITIONS = {  # position randomisation: one draw per pass shared by both stacks, or one per stack;
+    # subset evaluates on 0..n-1, subset_spread on positions spread over the range (position_eval)
     "none": ["model.position_randomisation=none"],
     "offset": ["model.position_randomisation=offset", "model.position_draw=shared"],
     "subset": ["model.position_randomisation=subset", "model.position_draw=shared"],
+    "subset_spread": [
+        "model.position_randomisation=subset",
+        "model.position_draw=shared",
+        "model.position_eval=spread",
+    ],
     "offset_per_stack": ["model.position_randomisation=offset", "model.position_draw=per_stack"],
     "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
 }
@@ -114,7 +122,7 @@ TASKS = {
 }
 SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
     *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
-    *("width", "d_ff", "heads", "layers", "ut_steps", "dropout", "warmup", "lr_scale"),
+    *("width", "d_ff", "heads", "layers", "ut_steps", "dropout", "norm", "warmup", "lr_scale"),
 ]
 
 
@@ -138,6 +146,7 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
             f"model.encoder_steps={args.ut_steps}",
             f"model.decoder_steps={args.ut_steps}",
             f"model.dropout={args.dropout}",
+            f"model.norm={args.norm}",
             *POSITIONS[positions],
             *MODELS[model],
             *TASKS[task].data_overrides(args),
@@ -333,10 +342,11 @@ def main() -> None:
     grid.add_argument(
         "--positions",
         nargs="+",
-        default=["none", "offset"],
+        default=["none", "offset", "subset_spread"],
         choices=list(POSITIONS),
         help="offset/subset: one draw per training pass for both stacks; *_per_stack: tensor2tensor's "
-        "independent draws for the encoder and the decoder",
+        "independent draws for the encoder and the decoder; subset evaluates on positions 0..n-1, "
+        "subset_spread on positions spread over the range it trained on (model.position_eval=spread)",
     )
     grid.add_argument("--seeds", type=int, default=3, help="seeds 1..N per cell")
     size = parser.add_argument_group("sizes (tensor2tensor's tiny models)")
@@ -346,6 +356,12 @@ def main() -> None:
     size.add_argument("--layers", type=int, default=2, help="Transformer layers per stack")
     size.add_argument("--ut-steps", type=int, default=8, help="UT steps per stack (UT+ACT: at most)")
     size.add_argument("--dropout", type=float, default=0.1)
+    size.add_argument(
+        "--norm",
+        choices=["pre", "post"],
+        default="pre",
+        help="layer norm placement; tensor2tensor's models normalise before each sublayer (pre)",
+    )
     train = parser.add_argument_group("training")
     train.add_argument(
         "--steps",

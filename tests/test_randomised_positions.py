@@ -1,5 +1,6 @@
 """Position randomisation in training (offset, subset): which positions the model really adds,
-recovered from its activations with the sinusoid formula; evaluation unchanged; seeded runs equal."""
+recovered from its activations with the sinusoid formula; evaluation unchanged, or spread per
+sentence (position_eval='spread'); seeded runs equal."""
 
 import math
 
@@ -46,7 +47,7 @@ def formula_table(limit: int, d: int = D) -> torch.Tensor:
     return torch.tensor(rows)
 
 
-TABLE = formula_table(400)
+TABLE = formula_table(450)
 
 
 def recovered(signal: torch.Tensor) -> list[int]:
@@ -242,6 +243,73 @@ def test_draws_have_the_documented_shape():
     assert PositionRandomisation().draw(5) is None
     with pytest.raises(ValueError, match=r"model\.position_range=50; allowed: model\.position_range >= 51"):
         subset.draw(51)
+
+
+SPREAD = ("model.position_eval=spread",)
+
+
+def padded_src_tgt() -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Two sources of 9 and 6 real tokens (the second padded with id 0) and their strides."""
+    src, tgt = src_tgt()
+    src[1, 6:] = 0
+    return src, tgt, [300 // 9, 300 // 6]
+
+
+def test_spread_evaluation_positions_per_sentence():
+    src, tgt, strides = padded_src_tgt()
+    model = model_with("transformer", "subset", *SPREAD).eval()
+    for row, stride in enumerate(strides):
+        seen = transformer_positions(model, src[row:].roll(row, 0), tgt[row:].roll(row, 0))
+        assert seen == {
+            "encoder": [i * stride for i in range(9)],  # padding rows follow the stride too
+            "decoder": [i * stride for i in range(6)],  # the source's stride
+        }
+    ut = model_with("universal", "subset", *SPREAD).eval()
+    seen = ut_positions(ut, src[1:], tgt[1:])
+    assert seen == {"encoder": [[i * 50 for i in range(9)]] * 3, "decoder": [[i * 50 for i in range(6)]] * 2}
+
+
+@pytest.mark.parametrize("arch", ["transformer", "universal"])
+def test_spread_decoding_matches_teacher_forcing_and_ignores_the_batch(arch):
+    """Step-by-step decoding with the cache takes positions t * stride as the full pass does, and
+    a sentence gets the same outputs alone as beside a longer one."""
+    src, tgt, _ = padded_src_tgt()
+    model = model_with(arch, "subset", *SPREAD).eval()
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        cache = model.new_cache()
+        steps = torch.cat([model.decode(tgt[:, t : t + 1], memory, cache) for t in range(6)], dim=1)
+        assert torch.allclose(steps, full, atol=1e-5)
+        alone = model.decode(tgt[1:], model.encode(src[1:, :6]))
+        assert torch.allclose(alone, full[1:], atol=1e-5)
+        dense = model_with(arch, "subset").eval()
+        assert not torch.allclose(dense.decode(tgt, dense.encode(src)), full, atol=1e-3)
+        assert torch.equal(model(src, tgt).logits, full)  # teacher-forced evaluation spreads too
+
+
+def test_spread_strides_come_from_the_range_and_the_length():
+    spread = PositionRandomisation("subset", 300, evaluation="spread")
+    assert spread.evaluation_strides(torch.tensor([9, 6, 300, 1000, 0])).tolist() == [33, 50, 1, 1, 300]
+    assert PositionRandomisation("subset", 300).evaluation_strides(torch.tensor([9])) is None
+    with pytest.raises(ValueError, match="unknown evaluation positions 'sparse'; allowed: dense, spread"):
+        PositionRandomisation("subset", evaluation="sparse")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model.position_randomisation=offset"],
+        ["model.position_randomisation=none"],
+        ["model.position_randomisation=subset", "model.positions=learned", "model.position_range=1024"],
+        ["model.position_randomisation=subset", "model.kind=decoder"],
+    ],
+)
+def test_config_refuses_spread_without_its_training(overrides):
+    with pytest.raises(
+        ConfigError, match=r"model\.position_eval='spread' .* allowed here: model\.position_eval=dense"
+    ):
+        load_config("small", [*overrides, *SPREAD])
 
 
 def test_config_validates_randomisation_against_the_positions():

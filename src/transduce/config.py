@@ -71,7 +71,15 @@ class ModelConfig(_Section):
         "none",
         description="training positions: none (0..n-1); offset (k..k+n-1, k uniform in [0, n), the UT "
         "paper's); subset (n sorted distinct positions of [0, position_range), Ruoss et al. 2023); "
-        "evaluation always uses 0..n-1",
+        "evaluation positions: model.position_eval",
+    )
+    position_eval: Literal["dense", "spread"] = Field(
+        "dense",
+        description="evaluation positions: dense (0..n-1); spread (0, s, 2s, ... with "
+        "s = position_range // n for a source of n tokens, each sentence its own s, its target the "
+        "source's s: over the range that 'subset' training drew from, where a sorted random subset "
+        "lies on average; needs position_randomisation='subset' and an encoder-decoder with "
+        "sinusoidal positions)",
     )
     position_draw: Literal["shared", "per_stack"] = Field(
         "shared",
@@ -131,6 +139,16 @@ class ModelConfig(_Section):
                 f"({self.max_positions}): position_randomisation='subset' indexes the learned position "
                 f"table with positions up to position_range - 1; allowed: model.position_range "
                 f"1..{self.max_positions}"
+            )
+        if self.position_eval == "spread" and (
+            self.position_randomisation != "subset"
+            or self.kind != "encoder_decoder"
+            or (self.arch == "transformer" and self.positions != "sinusoidal")
+        ):
+            raise ValueError(
+                "model.position_eval='spread' spreads evaluation positions over the range that "
+                "model.position_randomisation='subset' trains on, with sinusoidal positions in an "
+                "encoder-decoder; allowed here: model.position_eval=dense"
             )
         if self.kind == "encoder" and self.num_classes is None:
             raise ValueError("model.kind='encoder' needs model.num_classes (an integer >= 2)")

@@ -52,7 +52,7 @@ class SinusoidalPositions(nn.Module):
         return self.table[offset : offset + length]  # (length, d)
 
     def at(self, positions: Tensor) -> Tensor:
-        """The encodings of arbitrary positions (n,) -> (n, d), e.g. randomised ones."""
+        """The encodings of arbitrary positions (..., n) -> (..., n, d), e.g. randomised ones."""
         self._cover(int(positions.max()) + 1)
         return self.table[positions.to(self.table.device)]
 
@@ -77,14 +77,14 @@ class LearnedPositions(nn.Module):
         return self.weight[offset : offset + length]
 
     def at(self, positions: Tensor) -> Tensor:
-        """The embeddings of arbitrary positions (n,) -> (n, d), e.g. randomised ones."""
+        """The embeddings of arbitrary positions (..., n) -> (..., n, d), e.g. randomised ones."""
         self._check(int(positions.max()) + 1)
         return self.weight[positions.to(self.weight.device)]
 
 
 class Embedding(nn.Module):
-    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len]); in training mode `randomisation`
-    may replace the positions offset..offset+len-1 by randomly drawn ones."""
+    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len]); `randomisation` may replace the
+    positions offset..offset+len-1 by randomly drawn ones in training, spread ones in evaluation."""
 
     def __init__(
         self,
@@ -140,11 +140,14 @@ class Embedding(nn.Module):
             return x + sum(tags)
         return self.combine(torch.cat([x, *tags], dim=-1))
 
-    def forward(self, ids: Tensor, offset: int = 0, factors: Tensor | None = None) -> Tensor:
-        """ids: (batch, len); factors: (batch, k, len) tag ids when the model is factored."""
+    def forward(
+        self, ids: Tensor, offset: int = 0, factors: Tensor | None = None, strides: Tensor | None = None
+    ) -> Tensor:
+        """ids: (batch, len); factors: (batch, k, len) tag ids when the model is factored;
+        strides: (batch,) spacing of evaluation positions (model.position_eval='spread')."""
         x = self._words(ids, factors)
         if self.positions is not None:
-            drawn = self.randomisation.draw(ids.shape[1]) if self.training else None
-            signal = self.positions(ids.shape[1], offset) if drawn is None else self.positions.at(drawn)
+            chosen = self.randomisation.positions(ids.shape[1], offset, strides, self.training)
+            signal = self.positions(ids.shape[1], offset) if chosen is None else self.positions.at(chosen)
             x = x + signal.to(x.dtype)
         return self.dropout(x)

@@ -167,6 +167,7 @@ class StackInputs:
 
     shared: LayerInputs  # the same for every layer (no cache or score mask)
     offset: int = 0  # absolute position of the first state (incremental decoding)
+    strides: Tensor | None = None  # (batch,) spacing of evaluation positions (position_eval='spread')
     score_masks: list[Tensor | None] | None = None  # per layer
     layer_masks: list[Tensor | None] | None = None  # extra additive masks per layer (syntax)
 

@@ -19,8 +19,15 @@ after 1000 updates: see bench/RESULTS.md). Models without a target (classifiers,
 draw per stack either way. A Universal Transformer draws once per pass, not once per step.
 
 Draws come from torch's global CPU generator: the stream `train.seed` seeds and every checkpoint
-saves, so runs repeat exactly and resume exactly. Only modules in training mode draw; evaluation
-uses 0..n-1.
+saves, so runs repeat exactly and resume exactly. Only modules in training mode draw.
+
+Evaluation (`model.position_eval`) uses 0..n-1 (`dense`), or, after `subset` training,
+0, s, 2s, ... with s = position_range // n for a source of n tokens (`spread`): the sorted
+positions of a random subset lie on average about that far apart, so a model that only ever saw
+sparse positions is not evaluated on dense ones it never met (Ruoss et al. draw a random subset at
+test time too; the spread keeps evaluation deterministic). Each sentence takes its own s from its
+own length, so its result does not depend on the batch it is decoded in, and its target takes the
+source's s, so that source and target position i still match.
 """
 
 from __future__ import annotations
@@ -33,18 +40,29 @@ from torch import Tensor
 
 MODES = ("none", "offset", "subset")
 DRAWS = ("shared", "per_stack")
+EVALUATIONS = ("dense", "spread")
 
 
 class PositionRandomisation:
     """How a training pass picks its positions; `none` keeps 0..n-1. One object serves all the
     stacks of a model, so that a shared pass can hand each the same draw."""
 
-    def __init__(self, mode: str = "none", position_range: int = 2048, draw_for: str = "shared") -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown position randomisation '{mode}'; allowed: {', '.join(MODES)}")
-        if draw_for not in DRAWS:
-            raise ValueError(f"unknown position draw '{draw_for}'; allowed: {', '.join(DRAWS)}")
+    def __init__(
+        self,
+        mode: str = "none",
+        position_range: int = 2048,
+        draw_for: str = "shared",
+        evaluation: str = "dense",
+    ) -> None:
+        for value, allowed, what in (
+            (mode, MODES, "position randomisation"),
+            (draw_for, DRAWS, "position draw"),
+            (evaluation, EVALUATIONS, "evaluation positions"),
+        ):
+            if value not in allowed:
+                raise ValueError(f"unknown {what} '{value}'; allowed: {', '.join(allowed)}")
         self.mode, self.position_range, self.draw_for = mode, position_range, draw_for
+        self.evaluation = evaluation
         self._pass: Tensor | None = None
 
     def _new(self, length: int) -> Tensor | None:
@@ -78,3 +96,21 @@ class PositionRandomisation:
                 raise ValueError(f"a stack of {length} positions in a pass drawn for {len(self._pass)}")
             return self._pass[:length]
         return self._new(length)
+
+    def evaluation_strides(self, lengths: Tensor) -> Tensor | None:
+        """(batch,) spacing of each sequence's evaluation positions from its real length
+        (batch,), or None for 0..n-1."""
+        if self.evaluation == "dense":
+            return None
+        return (self.position_range // lengths.clamp(min=1)).clamp(min=1)
+
+    def positions(self, length: int, offset: int, strides: Tensor | None, training: bool) -> Tensor | None:
+        """The positions of `length` states whose first is state number `offset`: (length,) drawn
+        in training, (batch, length) spread by `strides` in evaluation, or None for the usual
+        offset..offset+length-1."""
+        if training:
+            return self.draw(length)
+        if strides is None:
+            return None
+        steps = torch.arange(offset, offset + length, device=strides.device)
+        return steps[None, :] * strides[:, None]

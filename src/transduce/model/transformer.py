@@ -37,13 +37,17 @@ class EncoderOutput:
     states: Tensor  # (batch, m, d)
     pad: Tensor  # (batch, m) bool, True at padding
     ponder: Ponder | None = None  # ACT statistics of a Universal encoder
+    strides: Tensor | None = None  # (batch,) spacing of evaluation positions, for the decoder too
 
     @property
     def mask(self) -> Tensor:
         return padding_mask(self.pad)  # additive (batch, 1, 1, m)
 
     def select(self, index: Tensor) -> EncoderOutput:
-        return EncoderOutput(self.states.index_select(0, index), self.pad.index_select(0, index))
+        strides = self.strides.index_select(0, index) if self.strides is not None else None
+        return EncoderOutput(
+            self.states.index_select(0, index), self.pad.index_select(0, index), None, strides
+        )
 
 
 class OutputProjection(nn.Module):
@@ -116,12 +120,19 @@ class EncoderDecoder(nn.Module):
             if syntax is None:
                 raise ValueError("this model masks attention with source trees; give their distances (omega)")
             inputs.layer_masks, inputs.score_masks = self.syntax.per_layer(syntax, self.encoder.depth)
-        out = self.encoder(self.src_embed(src, factors=factors), inputs)
-        return EncoderOutput(out.states, pad, out.ponder)
+        if not self.training:
+            inputs.strides = self.randomisation.evaluation_strides((~pad).sum(1))
+        out = self.encoder(self.src_embed(src, factors=factors, strides=inputs.strides), inputs)
+        return EncoderOutput(out.states, pad, out.ponder, inputs.strides)
 
     def _decoder(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None) -> StackOutput:
         inputs = _causal(tgt, self.pad_id, cache, memory)
-        out = self.decoder(self.tgt_embed(tgt, inputs.offset), inputs, cache.layers if cache else None)
+        inputs.strides = memory.strides
+        out = self.decoder(
+            self.tgt_embed(tgt, inputs.offset, strides=inputs.strides),
+            inputs,
+            cache.layers if cache else None,
+        )
         if cache is not None:
             cache.advance(tgt.shape[1])
         return out
@@ -291,7 +302,9 @@ def build_model(
 
     factor_vocabs: the tag vocabulary size of each source factor (factored input), if any.
     """
-    randomisation = PositionRandomisation(cfg.position_randomisation, cfg.position_range, cfg.position_draw)
+    randomisation = PositionRandomisation(
+        cfg.position_randomisation, cfg.position_range, cfg.position_draw, cfg.position_eval
+    )
     if cfg.kind == "encoder":
         assert cfg.num_classes is not None
         return EncoderClassifier(

@@ -63,10 +63,11 @@ class UniversalStack(nn.Module):
         cross = StaticKV()
         return [LayerCache(cross_kv=cross) for _ in range(self.steps)]
 
-    def position_signal(self, length: int, offset: int) -> Tensor:
-        """PE(pos) for this pass (length, d): offset..offset+length-1, or drawn at random in training."""
-        drawn = self.randomisation.draw(length) if self.training else None
-        return self.positions(length, offset) if drawn is None else self.positions.at(drawn)
+    def position_signal(self, length: int, offset: int, strides: Tensor | None) -> Tensor:
+        """PE(pos) for this pass, (length, d) or (batch, length, d): offset..offset+length-1, drawn at
+        random in training or spread by `strides` in evaluation (randomised_positions.py)."""
+        chosen = self.randomisation.positions(length, offset, strides, self.training)
+        return self.positions(length, offset) if chosen is None else self.positions.at(chosen)
 
     def forward(self, x: Tensor, inputs: StackInputs, caches: list[LayerCache] | None = None) -> StackOutput:
         """x: (batch, n, d) token embeddings, the first at absolute position inputs.offset."""
@@ -80,7 +81,7 @@ class UniversalStack(nn.Module):
         output = torch.zeros_like(x)
         weights = []
         state = x
-        pos = self.position_signal(n, inputs.offset)
+        pos = self.position_signal(n, inputs.offset, inputs.strides)
         for t in range(self.steps):
             coordinates = (pos + self.positions(1, t + 1)).to(x.dtype)  # P^t = PE(pos) + PE(t)
             new = self.layer(state + coordinates, inputs.layer(t, caches))
