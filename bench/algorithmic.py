@@ -82,12 +82,16 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     "offset_per_stack": ["model.position_randomisation=offset", "model.position_draw=per_stack"],
     "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
 }
-# The paper's Table 3 (char acc, seq acc at length 400); one "Universal Transformer" row, which the
-# paper does not say is with or without ACT, so it stands beside both of ours.
+# The paper's Table 3 (char acc, seq acc at length 400) and its LTE table; one "Universal Transformer"
+# row, which the paper does not say is with or without ACT, so it stands beside both of ours.
 PAPER = {
     "copy": {"transformer": (0.53, 0.03), "ut": (0.91, 0.35)},
     "reverse": {"transformer": (0.13, 0.06), "ut": (0.96, 0.46)},
     "addition": {"transformer": (0.07, 0.00), "ut": (0.34, 0.02)},
+    # Learning to Execute memorisation at length 55 (the paper's LTE table)
+    "lte_copy": {"transformer": (0.98, 0.63), "ut": (1.0, 1.0)},
+    "lte_double": {"transformer": (0.94, 0.55), "ut": (1.0, 1.0)},
+    "lte_reverse": {"transformer": (0.81, 0.26), "ut": (1.0, 1.0)},
 }
 
 
@@ -266,7 +270,9 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (task, model, positions), rows in groups(results).items():
-        papers_setting = args.train_len == 40 and args.test_len == 400
+        papers_setting = (
+            args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
+        )
         paper = PAPER.get(task, {}).get("ut" if model == "ut_act" else model) if papers_setting else None
         ponder = [
             spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
@@ -283,7 +289,8 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
     lines += [
         "",
         "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
-        "beside UT and UT+ACT), shown for its setting only (lengths 1..40, test 400). ACT steps: mean "
+        "beside UT and UT+ACT), shown for its setting only (lengths 1..40, test 400), and its Learning to "
+        "Execute memorisation table (length 55) for the lte_ tasks. ACT steps: mean "
         "ponder steps per position, teacher-forced at the headline length. CPU minutes: training and "
         "evaluation in the invocation that finished the run. The curve over test lengths: "
         f"`{(folder / 'accuracy_by_length.png').relative_to(HERE.parent)}`.",
