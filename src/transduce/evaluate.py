@@ -21,6 +21,7 @@ from .data.trees import Tree
 from .data.vocab import FIRST_SYMBOL
 from .decode.pipeline import Loaded, decoding_model, encode_lines, translate_lines
 from .decode.scoring import score_all
+from .decode.shortlist import Shortlist
 from .decode.translate import decode_all
 from .evalb import BracketScore
 from .metrics import Accuracy, BleuReport, accuracy, corpus_scores, perplexity
@@ -70,9 +71,10 @@ def judge(
     options: DecodeConfig,
     greedy: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
+    shortlist: Shortlist | None = None,
 ) -> AccuracyReport:
     """Decode the sources and compare the best outputs with the references, token by token."""
-    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch)
+    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch, shortlist=shortlist)
     acc = accuracy([h[0].tokens if h else [] for h in hyps], references)
     nll, tokens = reference_nll(model, sources, references)
     return AccuracyReport(acc, perplexity(nll, tokens), len(sources))
@@ -86,6 +88,7 @@ def evaluate_text(
     greedy: bool = False,
     trees: Path | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    shortlist: Shortlist | None = None,
 ) -> TextReport:
     """BLEU/chrF of the model's (or ensemble's) translations against one or more reference sets,
     and the perplexity of the first set."""
@@ -93,7 +96,7 @@ def evaluate_text(
         if len(refs) != len(sources):
             raise ValueError(f"reference set {number} has {len(refs)} lines, the source {len(sources)}")
     outputs, encoded = translate_lines(
-        loaded, sources, options, greedy=greedy, trees=trees, on_batch=on_batch
+        loaded, sources, options, greedy=greedy, trees=trees, on_batch=on_batch, shortlist=shortlist
     )
     scores = corpus_scores([o[0].text for o in outputs], *references)
     reader, model = decoding_model(loaded)
@@ -128,11 +131,12 @@ def evaluate_split(
     options: DecodeConfig,
     greedy: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
+    shortlist: Shortlist | None = None,
 ) -> AccuracyReport:
     """Character (or label) and sequence accuracy, and perplexity, on a generated task's split."""
     reader, model = decoding_model(loaded)
     sources, refs = split_pairs(reader, split)
-    return judge(model, sources, refs, options, greedy, on_batch)
+    return judge(model, sources, refs, options, greedy, on_batch, shortlist)
 
 
 def evaluate_labels(

@@ -24,6 +24,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from ..decode.shortlist import Shortlist
     from ..store.load import LoadedModel
 
 Advance = Callable[[int, int], None]  # called with (lines, output tokens) after each decoded batch
@@ -193,6 +194,14 @@ Quantize = Annotated[
         "quantisation of the linear layers (CPU decoding)."
     ),
 ]
+ShortlistFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--shortlist",
+        help="Score only the target tokens this file (`transduce shortlist`) lists for each batch's "
+        "sources: faster on small models, outputs may change (one encoder-decoder model).",
+    ),
+]
 Beam = Annotated[int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")]
 Alpha = Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")]
 Greedy = Annotated[bool, typer.Option(help="Greedy search instead of beam search.")]
@@ -213,3 +222,13 @@ Seed = Annotated[
 NumSamples = Annotated[
     int | None, typer.Option(help="Sampling: outputs per input, printed as n-best rows when > 1.")
 ]
+
+
+def read_shortlist(path: Path | None) -> Shortlist | None:
+    """The shortlist file's contents, or a clear error and exit status 2."""
+    if path is None:
+        return None
+    from ..decode.shortlist import Shortlist, ShortlistError
+
+    with user_errors(ShortlistError):
+        return Shortlist.load(path)

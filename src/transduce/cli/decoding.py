@@ -20,6 +20,7 @@ from .common import (
     Quantize,
     Sample,
     Seed,
+    ShortlistFile,
     Temperature,
     Threads,
     TopK,
@@ -29,6 +30,7 @@ from .common import (
     decode_progress,
     fail,
     loaded_models,
+    read_shortlist,
     stdout,
     user_errors,
 )
@@ -132,6 +134,7 @@ def translate(
         typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
     ] = None,
     quantize: Quantize = "none",
+    shortlist: ShortlistFile = None,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -148,6 +151,7 @@ def translate(
     _check_output(output, inputs)
     loaded = loaded_models(checkpoints, quantize, threads)
     _check_output(output, [m.path for m in loaded])
+    listed = read_shortlist(shortlist)
     opts = _options(
         loaded[0],
         beam=beam,
@@ -178,7 +182,7 @@ def translate(
                 fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
         with user_errors(ValueError):
             outputs, encoded = translate_lines(
-                loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first
+                loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first, listed
             )
         if encoded.truncated:
             console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
@@ -260,6 +264,7 @@ def evaluate(
     ] = None,
     threads: Threads = None,
     quantize: Quantize = "none",
+    shortlist: ShortlistFile = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -282,10 +287,11 @@ def evaluate(
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         loaded = loaded_models(checkpoints, quantize, threads)
+        listed = read_shortlist(shortlist)
         opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
-                r = ev.evaluate_split(loaded, split, opts, greedy, advance)
+                r = ev.evaluate_split(loaded, split, opts, greedy, advance, listed)
             _print_accuracy(split, r, loaded[0].meta.data_kind == "labels")
             return
         if src is None or not refs:
@@ -298,7 +304,7 @@ def evaluate(
                 _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
             return
         with decode_progress("evaluating", len(sources)) as advance:
-            report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance)
+            report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 

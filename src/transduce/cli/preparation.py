@@ -1,4 +1,5 @@
-"""Before training: `prepare` a dataset, `inspect` what a model costs."""
+"""Before training: `prepare` a dataset, `inspect` what a model costs; from a prepared dataset, a
+decoding `shortlist`."""
 
 from __future__ import annotations
 
@@ -193,3 +194,41 @@ def prepare(
             + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
         )
     console.print(f"dataset written to {out}")
+
+
+@app.command()
+def shortlist(
+    dataset: Annotated[
+        Path, typer.Argument(help="A prepared dataset (`transduce prepare`): its training split is counted.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The shortlist file to write (.safetensors).")],
+    per_token: Annotated[
+        int, typer.Option(min=1, help="Target tokens listed per source token (highest Dice coefficient).")
+    ] = 50,
+    frequent: Annotated[
+        int, typer.Option(min=0, help="The most frequent target tokens, always scored.")
+    ] = 100,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+) -> None:
+    """Build a vocabulary shortlist for `translate --shortlist` / `evaluate --shortlist`: per source
+    token, the target tokens that co-occur with it most specifically in the training pairs."""
+    from ..data.dataset import Dataset, DatasetError
+    from ..decode.shortlist import build_shortlist
+    from ..fileio import check_output_file
+
+    with user_errors(DatasetError, ValueError, OSError):
+        check_output_file(out, [dataset])
+        if out.exists() and not force:
+            fail(f"{out} exists; give --force to replace it")
+        data = Dataset(dataset)
+        train = data.splits.get("train")
+        if train is None or len(train) == 0:
+            fail(f"{dataset}: no training pairs to count")
+        pairs = (train.pair(i) for i in range(len(train)))
+        built = build_shortlist(pairs, len(data.src_vocab), len(data.tgt_vocab), per_token, frequent)
+        built.save(out)
+    listed = int(built.per_token.ge(0).sum())
+    stdout.print(
+        f"{out}: {listed:,} (source, target) entries for {built.src_vocab_size:,} source tokens, "
+        f"{len(built.frequent)} frequent target tokens, from {len(train):,} training pairs"
+    )

@@ -29,6 +29,7 @@ from .ensemble import Ensemble
 from .inputs import encode_inputs
 from .scoring import Score, score_all
 from .search import Hypothesis
+from .shortlist import Shortlist
 from .translate import decode_all
 
 # CLI option names of the search settings, for messages.
@@ -182,11 +183,13 @@ def translate_lines(
     on_batch: Callable[[int, int], None] | None = None,
     prefixes: Sequence[str] | None = None,
     first: int = 0,
+    shortlist: Shortlist | None = None,
 ) -> tuple[list[list[Output]], Encoded]:
     """Encode, decode and render `lines`: per line its n-best outputs (or its samples with
     `options.sample`); also what was encoded. `loaded`: one model or an ensemble's members.
     prefixes: per line, target text each output starts with (search continues after it).
-    first: the number of lines[0] in a longer input read in parts (sampling seeds follow it)."""
+    first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
+    shortlist: score only the target tokens it lists for each batch's sources."""
     reader, model = decoding_model(loaded)
     encoded = encode_lines(reader, lines, trees, max_src_len)
     forced = encode_prefixes(reader, prefixes, len(lines)) if prefixes is not None else None
@@ -199,6 +202,7 @@ def translate_lines(
         annotations=encoded.annotations,
         prefixes=forced,
         numbers=range(first, first + len(lines)),
+        shortlist=shortlist,
     )
     return render(reader, lines, results), encoded
 

@@ -22,6 +22,7 @@ from .search import (
     max_output_length,
     model_kind,
 )
+from .shortlist import Shortlist, Shortlisted, output_matrix
 
 
 def decode_all(
@@ -34,6 +35,7 @@ def decode_all(
     annotations: list[SourceAnnotation] | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
     numbers: Sequence[int] | None = None,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses per source (or `cfg.num_samples` samples with `cfg.sample`), in input
     order. Empty sources give no hypotheses. `model`: a model of any kind, or an Ensemble.
@@ -48,7 +50,8 @@ def decode_all(
     Sampling seeds source i's stream with stream_seed(cfg.seed, numbers[i]), so its samples depend
     neither on the batching nor on how an input is cut into calls (`numbers`: each source's number
     in its own input, by default 0, 1, ...); without cfg.seed the base seed comes from torch's
-    global RNG."""
+    global RNG. A `shortlist` restricts each batch's outputs to its sources' listed tokens (one
+    encoder-decoder model only)."""
     numbers = list(range(len(sources))) if numbers is None else list(numbers)
     if len(numbers) != len(sources):
         raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
@@ -73,6 +76,7 @@ def decode_all(
     base_seed = cfg.seed
     if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
         base_seed = int(torch.randint(0, 2**62, ()).item())
+    projection = _shortlist_projection(model, shortlist) if shortlist is not None else None
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -89,6 +93,10 @@ def decode_all(
             extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
             extra = {k: v.to(device) for k, v in extra.items()}
         forced = [prefixes[i] for i in idx] if prefixes is not None else None
+        searched = model
+        if shortlist is not None and projection is not None:
+            prefix_tokens = [t for p in forced or [] for t in p]
+            searched = Shortlisted(model, shortlist.allowed(src, prefix_tokens), *projection)
         options = SearchOptions(
             max_len_a=cfg.max_len_a,
             max_len_b=cfg.max_len_b,
@@ -102,12 +110,12 @@ def decode_all(
             assert base_seed is not None
             seeds = [stream_seed(base_seed, numbers[i]) for i in idx]
             hyps = sample(
-                model, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
+                searched, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
             )
         elif use_greedy:
-            hyps = [[h] for h in greedy(model, src, **options)]
+            hyps = [[h] for h in greedy(searched, src, **options)]
         else:
-            hyps = beam_search(model, src, cfg.beam, cfg.alpha, cfg.nbest, **options)
+            hyps = beam_search(searched, src, cfg.beam, cfg.alpha, cfg.nbest, **options)
         for i, h in zip(idx, hyps, strict=True):
             if kind == "decoder":  # the continuation only
                 for hyp in h:
@@ -118,3 +126,16 @@ def decode_all(
             on_batch(len(idx), sum(len(x.tokens) for x in drawn))
     model.train(was_training)
     return results
+
+
+def _shortlist_projection(model: nn.Module, shortlist: Shortlist) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The output matrix a shortlist takes its rows from, once the shortlist is known to fit the
+    model (ValueError otherwise)."""
+    if not hasattr(model, "decode_states"):
+        raise ValueError(
+            "a shortlist applies to one encoder-decoder model, not to an ensemble, a language model "
+            "or a classifier"
+        )
+    weight, bias = output_matrix(model)
+    shortlist.check_model(model.src_embed.tokens.num_embeddings, weight.shape[0], "--shortlist")
+    return weight, bias

@@ -24,12 +24,14 @@ def packing_available() -> bool:
 class PackedLinear(nn.Module):
     """y = x W^T + b with W held in oneDNN's blocked layout."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, keep_weight: bool = False) -> None:
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         weight = linear.weight.detach().float().contiguous()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, ROWS_HINT)
+        # the plain matrix too, where rows of it are wanted (the output projection: shortlists)
+        self.weight = weight if keep_weight else None
         self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -44,12 +46,12 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={bias}"
 
 
-def _replace_linears(module: nn.Module) -> None:
+def _replace_linears(module: nn.Module, root: bool = True) -> None:
     for name, child in module.named_children():
         if type(child) is nn.Linear:
-            setattr(module, name, PackedLinear(child))
+            setattr(module, name, PackedLinear(child, keep_weight=root and name == "output"))
         else:
-            _replace_linears(child)
+            _replace_linears(child, root=False)
 
 
 def pack_for_cpu(model: nn.Module) -> nn.Module:

@@ -139,7 +139,12 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None = None) -> Tensor:
         """tgt: (batch, n) ids (only the new ones when a cache is given) -> (batch, n, vocab)."""
-        return self.output(self._decoder(tgt, memory, cache).states)
+        return self.output(self.decode_states(tgt, memory, cache))
+
+    def decode_states(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None = None) -> Tensor:
+        """`decode` before the output projection (batch, n, d), for projections onto part of the
+        vocabulary (decode/shortlist.py)."""
+        return self._decoder(tgt, memory, cache).states
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache(self.decoder.new_cache())

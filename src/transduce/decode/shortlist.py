@@ -1,0 +1,189 @@
+"""Vocabulary shortlists: score only the target tokens a batch's sources make plausible.
+
+The output projection of a small model is a large share of each decoding step (d x vocab
+multiply-adds per row, as much as the decoder layers at d=256 and 8000 tokens). A shortlist,
+built once from the training data, lists per source token the target tokens that co-occur with
+it most specifically, plus the most frequent target tokens; decoding a batch projects onto the
+union of its sources' lists only (CTranslate2's `use_vmap`, Marian's lexical shortlist). Every
+other token gets probability zero, so outputs may differ from full decoding: measure the cost.
+An int8 model's listed rows are projected in float32 from their dequantized weights.
+
+Specificity is the Dice coefficient over sentence pairs, 2 c(s, t) / (c(s) + c(t)), with c
+counting the pairs a token appears in: unlike p(t | s) it does not rank the frequent tokens
+(punctuation, articles) first for every source token, and those are in the frequent list anyway.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from ..data.vocab import EOS, PAD
+
+FORMAT = "transduce-shortlist/1"
+CHUNK = 20_000  # sentence pairs counted at once
+
+
+class ShortlistError(ValueError):
+    """A shortlist file that is missing, corrupt, or built for other vocabularies."""
+
+
+class Shortlist:
+    """Per source token the target ids worth scoring ((src_vocab, k), -1 for none), and the
+    target ids always scored."""
+
+    def __init__(self, per_token: Tensor, frequent: Tensor, tgt_vocab_size: int) -> None:
+        self.per_token, self.frequent, self.tgt_vocab_size = per_token, frequent, tgt_vocab_size
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.per_token.shape[0]
+
+    def allowed(self, src: Tensor, extra: Iterable[int] = ()) -> Tensor:
+        """Sorted distinct target ids for a batch of sources (batch, m): their tokens' lists, the
+        frequent tokens, EOS and `extra` (forced prefix tokens)."""
+        ids = src[src.ne(PAD)].clamp(max=self.src_vocab_size - 1)
+        listed = self.per_token[ids.cpu()].flatten()
+        always = torch.tensor([EOS, *extra], dtype=torch.int64)
+        chosen = torch.cat([listed[listed.ge(0)].long(), self.frequent.long(), always])
+        return torch.unique(chosen).to(src.device)
+
+    def save(self, path: Path) -> None:
+        """One safetensors file, written to a temporary name and renamed into place."""
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            save_file(
+                {"per_token": self.per_token.contiguous(), "frequent": self.frequent.contiguous()},
+                str(tmp),
+                metadata={"format": FORMAT, "tgt_vocab_size": str(self.tgt_vocab_size)},
+            )
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path) -> Shortlist:
+        if not path.is_file():
+            raise ShortlistError(f"{path}: no such shortlist file")
+        try:
+            with safe_open(str(path), "pt") as f:
+                header = f.metadata() or {}
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ShortlistError(f"{path}: not a readable shortlist ({exc})") from None
+        per_token, frequent = tensors.get("per_token"), tensors.get("frequent")
+        if header.get("format") != FORMAT or per_token is None or frequent is None:
+            raise ShortlistError(f"{path}: not a shortlist written by `transduce shortlist`")
+        size = int(header.get("tgt_vocab_size", "0")) if header.get("tgt_vocab_size", "").isdigit() else 0
+        if per_token.dim() != 2 or frequent.dim() != 1 or max(per_token.max(), frequent.max()) >= size:
+            raise ShortlistError(f"{path}: malformed shortlist (ids outside its target vocabulary)")
+        return cls(per_token, frequent, size)
+
+    def check_model(self, src_vocab_size: int, tgt_vocab_size: int, where: str) -> None:
+        """ShortlistError unless the shortlist was built for these vocabulary sizes."""
+        if (self.src_vocab_size, self.tgt_vocab_size) != (src_vocab_size, tgt_vocab_size):
+            raise ShortlistError(
+                f"{where}: the shortlist is for vocabularies of {self.src_vocab_size} (source) and "
+                f"{self.tgt_vocab_size} (target) entries; the model has {src_vocab_size} and "
+                f"{tgt_vocab_size}: build it from the model's own training data"
+            )
+
+
+def build_shortlist(
+    pairs: Iterable[tuple[Sequence[int], Sequence[int]]],
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    per_token: int = 50,
+    frequent: int = 100,
+) -> Shortlist:
+    """Count, over sentence pairs of ids, the pairs each source token, target token and (source,
+    target) combination appears in; keep per source token its `per_token` target tokens of highest
+    Dice coefficient (ties: lower id first) and the `frequent` most frequent target tokens."""
+    src_count = np.zeros(src_vocab_size, dtype=np.int64)
+    tgt_count = np.zeros(tgt_vocab_size, dtype=np.int64)
+    tgt_tokens = np.zeros(tgt_vocab_size, dtype=np.int64)
+    keys: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    chunk: list[np.ndarray] = []
+    for n, (src, tgt) in enumerate(pairs, 1):
+        s, t = np.unique(np.asarray(src, dtype=np.int64)), np.asarray(tgt, dtype=np.int64)
+        np.add.at(tgt_tokens, t, 1)
+        t = np.unique(t)
+        src_count[s] += 1
+        tgt_count[t] += 1
+        chunk.append((s[:, None] * tgt_vocab_size + t[None, :]).ravel())
+        if n % CHUNK == 0:
+            _merge(chunk, keys, counts)
+    _merge(chunk, keys, counts)
+    key, count = _combine(keys, counts)
+    s, t = key // tgt_vocab_size, key % tgt_vocab_size
+    dice = 2.0 * count / (src_count[s] + tgt_count[t])
+    order = np.lexsort((t, -dice, s))  # by source, best first, lower id on ties
+    s, t = s[order], t[order]
+    first = np.searchsorted(s, s, side="left")
+    rank = np.arange(len(s)) - first
+    keep = rank < per_token
+    table = torch.full((src_vocab_size, per_token), -1, dtype=torch.int32)
+    table[torch.from_numpy(s[keep]), torch.from_numpy(rank[keep])] = torch.from_numpy(t[keep]).int()
+    top = np.lexsort((np.arange(tgt_vocab_size), -tgt_tokens))[:frequent]
+    top = top[tgt_tokens[top] > 0]
+    return Shortlist(table, torch.from_numpy(np.sort(top)).int(), tgt_vocab_size)
+
+
+def _merge(chunk: list[np.ndarray], keys: list[np.ndarray], counts: list[np.ndarray]) -> None:
+    if chunk:
+        key, count = np.unique(np.concatenate(chunk), return_counts=True)
+        keys.append(key)
+        counts.append(count)
+        chunk.clear()
+
+
+def _combine(keys: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    if not keys:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    return key, np.bincount(inverse, weights=np.concatenate(counts)).astype(np.int64)
+
+
+def output_matrix(model: nn.Module) -> tuple[Tensor, Tensor | None]:
+    """The float (vocab, d) weight and bias of an encoder-decoder's output projection, in
+    whichever form decoding gave it (as trained, plain, packed for oneDNN or int8)."""
+    output: Any = model.output
+    weight = output.weight() if callable(output.weight) else output.weight  # int8: a method
+    bias = output.bias() if callable(getattr(output, "bias", None)) else getattr(output, "bias", None)
+    if weight.is_quantized:
+        weight = weight.dequantize()
+    return weight.detach().float(), None if bias is None else bias.detach().float()
+
+
+class Shortlisted:
+    """An encoder-decoder that scores only `vocab` (sorted target ids): search's `Seq2Seq`, with
+    every other token at -inf, so search itself is unchanged."""
+
+    kind = "encoder_decoder"
+
+    def __init__(self, model: nn.Module, vocab: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+        self.model, self.vocab, self.size = model, vocab, weight.shape[0]
+        self.weight = weight.index_select(0, vocab).contiguous()
+        self.bias = None if bias is None else bias.index_select(0, vocab)
+
+    def encode(self, src: Tensor, **source: Tensor) -> Any:
+        return self.model.encode(src, **source)
+
+    def new_cache(self) -> Any:
+        return self.model.new_cache()
+
+    def decode(self, tgt: Tensor, memory: Any, cache: Any = None) -> Tensor:
+        states = self.model.decode_states(tgt, memory, cache)
+        scored = nn.functional.linear(states, self.weight.to(states.dtype), self.bias)
+        logits = scored.new_full((*scored.shape[:-1], self.size), -math.inf)
+        return logits.index_copy_(-1, self.vocab, scored)
