@@ -281,3 +281,27 @@ def test_demo_page_in_headless_chromium(served):
     assert text == expected(loaded, ["1 2 3"])[0][0]
     attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
     assert rows == len(attention["target"]) and columns == 4 + 1  # 3 tokens + EOS, + corner cell
+
+
+def test_serving_with_a_shortlist_equals_decoding_with_it(checkpoint, tmp_path):
+    from transduce.data.dataset import Dataset
+    from transduce.decode.shortlist import build_shortlist
+
+    train = Dataset(checkpoint / "data").splits["train"]
+    loaded = load_model(checkpoint)
+    sizes = len(loaded.src_vocab), len(loaded.tgt_vocab)
+    listed = build_shortlist((train.pair(i) for i in range(len(train))), *sizes, per_token=1, frequent=2)
+    sources = [loaded.src_vocab.encode(s) if s.strip() else [] for s in SEGMENTS]
+    hyps = decode_all(loaded.model, sources, loaded.config.decode, shortlist=listed)
+    want = [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
+    server = Server(create_app(loaded, shortlist=listed))
+    try:
+        response = httpx.post(f"{server.url}/translate", json={"segments": SEGMENTS})
+        assert response.status_code == 200, response.text
+        assert [t["text"] for t in response.json()["translations"]] == want
+    finally:
+        server.stop()
+    build_shortlist([([3], [3])], 5, 5).save(tmp_path / "wrong")
+    refused = CliRunner().invoke(cli, ["serve", str(checkpoint), "--shortlist", str(tmp_path / "wrong")])
+    assert refused.exit_code == 2 and refused.output.startswith("error: --shortlist: the shortlist is for")
+    assert refused.output.count("\n") == 1

@@ -42,6 +42,7 @@ from .config import DecodeConfig
 from .data.source import SourceAnnotation
 from .decode.pipeline import Loaded, decode_options, decoding_model, encode_lines, render
 from .decode.search import Hypothesis
+from .decode.shortlist import Shortlist
 from .decode.translate import decode_all
 from .store.load import LoadedModel
 
@@ -237,8 +238,8 @@ class Batcher:
     request fails.
     """
 
-    def __init__(self, model: nn.Module, limits: Limits) -> None:
-        self.model, self.limits = model, limits
+    def __init__(self, model: nn.Module, limits: Limits, shortlist: Shortlist | None = None) -> None:
+        self.model, self.limits, self.shortlist = model, limits, shortlist
         self.line: deque[_Job] = deque()  # requests with segments still to decode, in turn order
         self.changed = asyncio.Event()
         self.thread = DecodeThread()
@@ -338,7 +339,14 @@ class Batcher:
         options = first.options.model_copy(update={"max_tokens": self.limits.max_batch_tokens})
         try:
             results = await self.thread.call(
-                lambda: decode_all(self.model, sources, options, annotations=annotations, numbers=numbers)
+                lambda: decode_all(
+                    self.model,
+                    sources,
+                    options,
+                    annotations=annotations,
+                    numbers=numbers,
+                    shortlist=self.shortlist,
+                )
             )
         except Exception as exc:  # a bad batch never takes the server or other requests down
             if len(batch) > 1:
@@ -471,16 +479,24 @@ class _Route(APIRoute):
         return route
 
 
-def create_app(models: Loaded, limits: Limits | None = None, api_key: str | None = None) -> FastAPI:
-    """The ASGI application serving one loaded model, or the ensemble of several."""
+def create_app(
+    models: Loaded,
+    limits: Limits | None = None,
+    api_key: str | None = None,
+    shortlist: Shortlist | None = None,
+) -> FastAPI:
+    """The ASGI application serving one loaded model, or the ensemble of several (`shortlist`:
+    decode every batch with it)."""
     limits = limits or Limits()
     if api_key == "":
         raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")
     loaded, model = decoding_model(models)
     if loaded.config.model.syntax_mask != "none":
         raise ValueError("serving syntax-aware models (which need source trees) is not supported")
+    if shortlist is not None:
+        shortlist.projection(model)  # fits, or refuse to start
     members = [models] if isinstance(models, LoadedModel) else list(models)
-    batcher = Batcher(model, limits)
+    batcher = Batcher(model, limits, shortlist)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

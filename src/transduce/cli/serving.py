@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from .common import Checkpoints, Quantize, Threads, app, console, loaded_models, user_errors
+from .common import (
+    Checkpoints,
+    Quantize,
+    ShortlistFile,
+    Threads,
+    app,
+    console,
+    loaded_models,
+    read_shortlist,
+    user_errors,
+)
 
 
 @app.command()
@@ -54,6 +64,7 @@ def serve(
     ] = 10.0,
     threads: Threads = None,
     quantize: Quantize = "none",
+    shortlist: ShortlistFile = None,
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
@@ -72,6 +83,7 @@ def serve(
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
     loaded = loaded_models(checkpoints, quantize, threads)
+    listed = read_shortlist(shortlist)
     with user_errors(ValueError):
-        application = create_app(loaded, limits, key)
+        application = create_app(loaded, limits, key, listed)
     run_server(application, listen)

@@ -88,6 +88,18 @@ class Shortlist:
             raise ShortlistError(f"{path}: malformed shortlist (ids outside its target vocabulary)")
         return cls(per_token, frequent, size)
 
+    def projection(self, model: nn.Module) -> tuple[Tensor, Tensor | None]:
+        """The output matrix and bias of the model the shortlist is to decode with, once it is
+        known to fit (ValueError otherwise: not one encoder-decoder, or other vocabularies)."""
+        if not hasattr(model, "decode_states"):
+            raise ValueError(
+                "a shortlist applies to one encoder-decoder model, not to an ensemble, a language "
+                "model or a classifier"
+            )
+        weight, bias = output_matrix(model)
+        self.check_model(model.src_embed.tokens.num_embeddings, weight.shape[0], "--shortlist")
+        return weight, bias
+
     def check_model(self, src_vocab_size: int, tgt_vocab_size: int, where: str) -> None:
         """ShortlistError unless the shortlist was built for these vocabulary sizes."""
         if (self.src_vocab_size, self.tgt_vocab_size) != (src_vocab_size, tgt_vocab_size):

@@ -22,7 +22,7 @@ from .search import (
     max_output_length,
     model_kind,
 )
-from .shortlist import Shortlist, Shortlisted, output_matrix
+from .shortlist import Shortlist, Shortlisted
 
 
 def decode_all(
@@ -76,7 +76,7 @@ def decode_all(
     base_seed = cfg.seed
     if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
         base_seed = int(torch.randint(0, 2**62, ()).item())
-    projection = _shortlist_projection(model, shortlist) if shortlist is not None else None
+    projection = shortlist.projection(model) if shortlist is not None else None
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
@@ -126,16 +126,3 @@ def decode_all(
             on_batch(len(idx), sum(len(x.tokens) for x in drawn))
     model.train(was_training)
     return results
-
-
-def _shortlist_projection(model: nn.Module, shortlist: Shortlist) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The output matrix a shortlist takes its rows from, once the shortlist is known to fit the
-    model (ValueError otherwise)."""
-    if not hasattr(model, "decode_states"):
-        raise ValueError(
-            "a shortlist applies to one encoder-decoder model, not to an ensemble, a language model "
-            "or a classifier"
-        )
-    weight, bias = output_matrix(model)
-    shortlist.check_model(model.src_embed.tokens.num_embeddings, weight.shape[0], "--shortlist")
-    return weight, bias
