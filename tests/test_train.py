@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from tiny import TINY, tiny_config
 
 from transduce.config import ConfigError, load_config
+from transduce.data.vocab import PAD
 from transduce.store.average import average_checkpoints
 from transduce.store.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
 from transduce.train import trainer as trainer_mod
@@ -104,13 +105,24 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(str(step_checkpoints(run / "checkpoints")[-1] / "model.safetensors"))
 
 
-def test_resume_gives_identical_parameters(tmp_path):
+def test_resume_gives_identical_parameters(tmp_path, monkeypatch):
+    counted = []  # target tokens of every batch trained on, counted from the batches themselves
+    real = Trainer.train_step
+
+    def counting(self, batches):
+        counted.append(sum(int(b.tgt_out.ne(PAD).sum()) for b in batches))
+        return real(self, batches)
+
+    monkeypatch.setattr(Trainer, "train_step", counting)
     straight = tiny_config("train.steps=12", "train.save_every=6")
-    Trainer(straight, tmp_path / "a", show_progress=False).fit()
+    first = Trainer(straight, tmp_path / "a", show_progress=False)
+    first.fit()
+    assert first.state.tokens == sum(counted) > 0
     Trainer(tiny_config("train.steps=6", "train.save_every=6"), tmp_path / "b", show_progress=False).fit()
     resumed = Trainer(straight, tmp_path / "b", show_progress=False)
     resumed.fit(resume=True)
     assert resumed.state.step == 12
+    assert resumed.state.tokens == first.state.tokens  # counted across the resume
     a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -73,6 +73,7 @@ class TrainState:
     best_step: int | None = None
     stale: int = 0  # validations since the best one
     train_seconds: float = 0.0  # time spent in training steps, across resumes (not validation)
+    tokens: int = 0  # target tokens trained on (padding excluded, all ranks), across resumes
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -355,6 +356,7 @@ class Trainer:
         return {
             "step": self.state.step,
             "train_minutes": self.state.train_seconds / 60,
+            "train_tokens": self.state.tokens,
             "dev_loss": loss,
             "dev_ppl": perplexity(nll, 1),
             **ponder,
@@ -449,6 +451,7 @@ class Trainer:
                     continue
                 self.state.bad_in_row = 0
                 window_tokens += stats.tokens
+                self.state.tokens += stats.tokens
                 progress.update(bar, completed=self.state.step)
                 step = self.state.step
                 if step % t.log_every == 0 or step == t.steps:
