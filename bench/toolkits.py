@@ -8,9 +8,10 @@ unit of compute against the established toolkits' own recipes".
 
 DIR holds train/dev/test.{en,de} plain text, one sentence a line; FILE is the shared
 sentencepiece model (e.g. the `.spm` that `transduce prepare` writes). One JSON per run goes to
---out/<toolkit>-seed<N>-<M>min.json; a run whose JSON exists is skipped, and a killed run
-resumes at its first unfinished phase (timing, training, decoding; a half-trained model is
-trained again from the start, since its budget cannot be split).
+--records/<toolkit>-seed<N>-<M>min.json (bench/records/mt-compare, committed, where
+bench/recipes.py puts ours and tables them all); a run whose JSON exists is skipped, and a
+killed run resumes at its first unfinished phase in --out (timing, training, decoding; a
+half-trained model is trained again from the start, since its budget cannot be split).
 
 The toolkits' venv, bench/.toolkits (created on first use by `ensure_toolkits`, git-ignored):
   torch==2.13.0 (CPU) first; then joeynmt==2.3.0 and OpenNMT-py==3.5.1 with --no-deps (both pin
@@ -694,7 +695,8 @@ def plan(timing: dict, budget_s: float, points: int) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> Path:
     args.out, args.data, args.spm = args.out.resolve(), args.data.resolve(), args.spm.resolve()
     name = f"{args.toolkit}-seed{args.seed}-{args.minutes:g}min"
-    result_path = args.out / f"{name}.json"
+    args.records.mkdir(parents=True, exist_ok=True)
+    result_path = args.records / f"{name}.json"
     if result_path.exists():
         print(f"{result_path} exists: skipped")
         return result_path
@@ -836,7 +838,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the toolkit's random seed (default 1)")
     parser.add_argument("--minutes", type=float, default=60, help="training wall-time budget (default 60)")
     parser.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of the toolkit (default 1)")
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "toolkits", help="where results go")
+    parser.add_argument("--out", type=Path, default=HERE / "out" / "toolkits", help="where runs work")
+    parser.add_argument(
+        "--records",
+        type=Path,
+        default=HERE / "records" / "mt-compare",
+        help="where each run's JSON result goes (committed; bench/recipes.py --report tables them)",
+    )
     parser.add_argument(
         "--curve-points", type=int, default=4, help="dev validations during training (default 4)"
     )

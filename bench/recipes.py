@@ -1,0 +1,337 @@
+"""transduce's recipes for CPU-sized MT budgets, and one table against the peer toolkits.
+
+    python bench/recipes.py --recipes small small+prenorm --seeds 1 2 --minutes 60   # missing runs
+    python bench/recipes.py --report                                        # table and curves only
+
+Data: the offline l10n En->De corpus (bench/l10n_corpus.py), prepared once with `transduce
+prepare` (one shared sentencepiece vocabulary of --vocab-size pieces) into bench/out/
+l10n-de-data (bench/out/l10n-de-data-<N> for another size). A recipe is a preset plus changes
+joined by '+': `small` is bench/mt.py's recipe (the small preset: post-norm, 3+3 layers of 256,
+dropout 0.1, label smoothing 0.1, 4096-token batches, warmup 400), `small+prenorm+dropout0`
+the same with two changes (CHANGES lists them), so that an ablation is a list of recipes that
+differ by one change. Each run is `transduce train` for --minutes of training time on
+--threads thread(s) (train.max_minutes: validations are not counted; their wall time is
+reported), with dev BLEU (greedy, the whole dev set) every --minutes / --curve-points; then
+the final weights (or, with `avg5`, the mean of the last five checkpoints, saved every
+--minutes / 20) translate the raw test lines with beam 4 as `transduce translate` does
+(tokenisation included) and are scored with sacrebleu against the raw references, as
+bench/toolkits.py scores the peers.
+
+One JSON per run goes to bench/records/mt-compare/ (committed: the grid fills up over several
+sessions), named ours-<recipe>-seed<N>-<M>min.json, beside the peers' (bench/toolkits.py
+writes there too); runs with a record are skipped, an interrupted run resumes (its run
+directory in bench/out/recipes/ is kept). At the end, or with --report alone, the records make
+one table in bench/RESULTS.md (section mt-compare): per system (a toolkit's recipe, or ours)
+and budget, the number of seeds, the mean and standard deviation of test BLEU and chrF,
+updates and target tokens seen; and curves.png beside the records, dev BLEU against training
+minutes for every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from l10n_corpus import DEFAULT_BUDGET_MB, corpus_dir
+from l10n_corpus import build as build_corpus
+from results import write_section
+
+from transduce.config import load_config
+from transduce.data.corpus import read_lines
+from transduce.data.prepare import PrepareOptions, prepare_text
+from transduce.decode.pipeline import output_rows, translate_lines
+from transduce.metrics import corpus_scores
+from transduce.store.checkpoint import step_checkpoints
+from transduce.store.load import load_for_decoding
+
+HERE = Path(__file__).resolve().parent
+RECORDS = HERE / "records" / "mt-compare"
+OUT = HERE / "out" / "recipes"
+SRC, TGT = "en", "de"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change to a recipe: config overrides, and whether to average the last checkpoints."""
+
+    overrides: tuple[str, ...]
+    average: bool = False
+    why: str = ""
+
+
+CHANGES = {
+    "prenorm": Change(("model.norm=pre",), why="layer norm before each sublayer: steadier early updates"),
+    "dropout0": Change(
+        ("model.dropout=0",), why="an hour sees the data about once: no overfitting to regularise"
+    ),
+    "ls0": Change(("train.label_smoothing=0",), why="label smoothing off"),
+    "batch2k": Change(("data.max_tokens=2048",), why="twice the updates of half the size"),
+    "batch8k": Change(("data.max_tokens=8192",), why="half the updates of twice the size"),
+    "lr2": Change(("train.lr_scale=2",), why="twice the learning rate at every step"),
+    "lr0.5": Change(("train.lr_scale=0.5",), why="half the learning rate at every step"),
+    "warmup200": Change(("train.warmup=200",), why="a shorter warmup (and a higher peak)"),
+    "warmup1000": Change(("train.warmup=1000",), why="a longer warmup (and a lower peak)"),
+    "deep": Change(
+        ("model.encoder_layers=6", "model.decoder_layers=2"), why="depth to the encoder, 6+2 layers"
+    ),
+    "wide": Change(
+        (
+            "model.d_model=384",
+            "model.d_ff=1536",
+            "model.heads=6",
+            "model.encoder_layers=2",
+            "model.decoder_layers=2",
+        ),
+        why="2+2 layers of 384: fewer, wider layers",
+    ),
+    "avg5": Change((), average=True, why="the mean of the last five checkpoints (every 1/20 of the budget)"),
+}
+BASE = {"small": ("small", ("train.warmup=400",))}  # bench/mt.py's recipe
+
+
+def recipe(name: str) -> tuple[str, list[str], bool]:
+    """The preset, overrides and averaging of a recipe name such as `small+prenorm+dropout0`."""
+    base, *changes = name.split("+")
+    if base not in BASE:
+        raise SystemExit(f"unknown base recipe {base!r}; allowed: {', '.join(BASE)}")
+    unknown = [c for c in changes if c not in CHANGES]
+    if unknown:
+        raise SystemExit(f"unknown change(s) {', '.join(unknown)}; allowed: {', '.join(CHANGES)}")
+    preset, overrides = BASE[base]
+    return (
+        preset,
+        [*overrides, *(o for c in changes for o in CHANGES[c].overrides)],
+        any(CHANGES[c].average for c in changes),
+    )
+
+
+def prepared(corpus: Path | None, vocab_size: int) -> tuple[Path, Path]:
+    """The corpus (raw text; by default the l10n corpus, built when missing) and its prepared
+    dataset with a shared vocabulary of `vocab_size`."""
+    corpus = corpus.resolve() if corpus is not None else build_corpus(TGT, DEFAULT_BUDGET_MB)
+    name = "l10n-de" if corpus == corpus_dir(TGT, DEFAULT_BUDGET_MB) else corpus.name
+    data = HERE / "out" / (f"{name}-data" if vocab_size == 8000 else f"{name}-data-{vocab_size}")
+    prepare_text(corpus, data, PrepareOptions(SRC, TGT, vocab_size=vocab_size), show_progress=False)
+    return corpus, data
+
+
+def train_command(name: str, seed: int, args: argparse.Namespace, data: Path, run: Path) -> list[str]:
+    preset, overrides, average = recipe(name)
+    settings = [
+        *overrides,
+        f"data.dataset={data}",
+        "train.steps=100000000",
+        f"train.max_minutes={args.minutes}",
+        f"train.validate_every_minutes={args.minutes / args.curve_points}",
+        "train.validate_every=100000000",
+        f"train.save_every_minutes={args.minutes / (20 if average else 4)}",
+        "train.save_every=100000000",
+        f"train.keep_last={5 if average else 1}",
+        f"train.threads={args.threads}",
+        "train.log_every=100",
+        f"train.seed={seed}",
+    ]
+    load_config(preset, settings)  # a bad recipe fails here, not in the background
+    return [sys.executable, "-m", "transduce", "train", preset, *settings, "--run-dir", str(run)]
+
+
+def final_weights(run: Path, average: bool) -> Path:
+    """The run's last checkpoint, or the average of its last five (written once)."""
+    if not average:
+        return step_checkpoints(run / "checkpoints")[-1]
+    averaged = run / "averaged"
+    if not averaged.exists():
+        command = [sys.executable, "-m", "transduce", "average", "--last", "5", "--run-dir", str(run)]
+        subprocess.run([*command, "-o", str(averaged)], check=True, stdout=subprocess.DEVNULL)
+    return averaged
+
+
+def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
+    """Train, decode and score one (recipe, seed); its record's path."""
+    label = f"ours-{name}-seed{seed}-{args.minutes:g}min"
+    record = args.records / f"{label}.json"
+    if record.exists():
+        return record
+    corpus, data = prepared(args.corpus, args.vocab_size)
+    run = OUT / label
+    command = train_command(name, seed, args, data, run)
+    wall = time.monotonic()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)  # resumes an interrupted run
+    wall_minutes = (time.monotonic() - wall) / 60
+    last = step_checkpoints(run / "checkpoints")[-1]
+    state = json.loads((last / "trainer.json").read_text(encoding="utf-8"))["state"]
+    weights = final_weights(run, recipe(name)[2])
+    sources = read_lines(corpus / f"test.{SRC}")[: args.test_lines]
+    refs = read_lines(corpus / f"test.{TGT}")[: args.test_lines]
+    loaded = load_for_decoding(weights, "none", args.threads)
+    began = time.monotonic()
+    outputs, _ = translate_lines(loaded, sources, loaded.config.decode)
+    decode_seconds = time.monotonic() - began
+    scores = corpus_scores(output_rows(outputs), refs)
+    result = {
+        "toolkit": "transduce",
+        "recipe": name,
+        "seed": seed,
+        "direction": f"{SRC}-{TGT}",
+        "vocab_size": args.vocab_size,
+        "budget_minutes": args.minutes,
+        "threads": args.threads,
+        "minutes": state["train_seconds"] / 60,
+        "wall_minutes_this_invocation": wall_minutes,
+        "updates": state["step"],
+        "target_tokens": state.get("tokens"),
+        "test": {
+            "lines": len(refs),
+            "beam": loaded.config.decode.beam,
+            "alpha": loaded.config.decode.alpha,
+            "weights": weights.name,
+            "bleu": scores.bleu,
+            "chrf": scores.chrf,
+            "bleu_signature": scores.bleu_signature,
+            "chrf_signature": scores.chrf_signature,
+            "decode_seconds": decode_seconds,
+        },
+        "curve": [
+            {"minutes": h["train_minutes"], "step": h["step"], "dev_bleu": h["dev_bleu"]}
+            for h in state["history"]
+            if "dev_bleu" in h
+        ],
+        "curve_note": "dev: the whole dev set, greedy; minutes of training (validations not counted)",
+        "commands": [" ".join(map(str, command))],
+    }
+    args.records.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    os.replace(tmp, record)
+    print(f"{label}: {result['updates']} updates, test BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}")
+    return record
+
+
+def system(r: dict) -> str:
+    """The table's name of a run's system: ours by recipe, a peer by toolkit and version."""
+    if r["toolkit"] == "transduce":
+        return f"transduce {r['recipe']}"
+    return r.get("version", r["toolkit"])
+
+
+def spread(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+def report(records: list[dict], folder: Path) -> list[str]:
+    """One table over every recorded run, grouped by system and budget, and the curves' PNG."""
+    groups: dict[tuple[str, float], list[dict]] = {}
+    for r in records:
+        groups.setdefault((system(r), r["budget_minutes"]), []).append(r)
+    signatures = sorted({r["test"]["bleu_signature"] for r in records})
+    shown = folder.relative_to(HERE.parent) if folder.is_relative_to(HERE.parent) else folder
+    lines = [
+        f"## MT per unit of compute: our recipes and the peer toolkits' ({time.strftime('%Y-%m-%d')})",
+        "",
+        "Commands: `python bench/recipes.py ...` (ours) and `python bench/toolkits.py ...` (peers); "
+        "each run's exact commands are in its record, `bench/records/mt-compare/`.  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; one process per run. Data: the offline "
+        "l10n En->De corpus (bench/l10n_corpus.py); test: its raw test lines, beam 4, scored with "
+        "sacrebleu against the raw references.  ",
+        "Budget: ours, training time (validations not counted); peers, the wall time of the "
+        "toolkit's training process (start-up and its own validations included).",
+        "",
+        "| system | budget (min) | seeds | test BLEU | test chrF | updates | target tokens seen |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (name, budget), rows in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        tokens = [r["target_tokens"] for r in rows if r.get("target_tokens")]
+        lines.append(
+            f"| {name} | {budget:g} | {len(rows)} | {spread([r['test']['bleu'] for r in rows])} | "
+            f"{spread([r['test']['chrf'] for r in rows])} | "
+            f"{statistics.fmean(r['updates'] for r in rows):,.0f} | "
+            f"{f'{statistics.fmean(tokens) / 1e6:.1f}M' if tokens else '-'} |"
+        )
+    lines += [
+        "",
+        "Mean ± standard deviation over seeds. BLEU signature(s): "
+        + "; ".join(f"`{s}`" for s in signatures)
+        + f". Learning curves (dev BLEU against minutes, every run): `{shown / 'curves.png'}`. "
+        "Recipes: " + "; ".join(f"`{k}` {c.why}" for k, c in CHANGES.items()) + ".",
+    ]
+    plot(groups, folder / "curves.png")
+    return lines
+
+
+def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for k, ((name, budget), rows) in enumerate(sorted(groups.items())):
+        color = f"C{k % 10}"
+        for i, r in enumerate(rows):
+            points = [p for p in r["curve"] if "dev_bleu" in p]
+            label = f"{name} ({budget:g} min)" if i == 0 else None
+            ax.plot(
+                [p["minutes"] for p in points],
+                [p["dev_bleu"] for p in points],
+                "o-",
+                color=color,
+                label=label,
+            )
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("dev BLEU")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--recipes", nargs="*", default=["small"], help="recipe names: a base, then +change..."
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="train.seed of each run")
+    parser.add_argument("--minutes", type=float, default=60.0, help="training-time budget of a run")
+    parser.add_argument("--curve-points", type=int, default=4, help="dev validations during training")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--vocab-size", type=int, default=8000, help="shared sentencepiece pieces")
+    parser.add_argument("--test-lines", type=int, help="the first N test lines only (smoke runs)")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="raw train/dev/test.{en,de} to use instead of the l10n corpus (smoke runs)",
+    )
+    parser.add_argument("--records", type=Path, default=RECORDS, help="where the runs' JSON records go")
+    parser.add_argument("--report", action="store_true", help="train nothing: the table from the records")
+    parser.add_argument("--no-results-md", action="store_true", help="print the table, leave RESULTS.md")
+    args = parser.parse_args()
+    for name in args.recipes:
+        recipe(name)  # every name checked before the first hour is spent
+    if not args.report:
+        for seed in args.seeds:  # seed by seed: a partial grid already covers every recipe once
+            for name in args.recipes:
+                run_one(name, seed, args)
+    records = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(args.records.glob("*.json"))]
+    if not records:
+        raise SystemExit(f"no records in {args.records}")
+    lines = report(records, args.records)
+    if not args.no_results_md:
+        write_section("mt-compare", lines)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
