@@ -261,9 +261,10 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         f"Machine: {platform.processor() or platform.machine()}, {args.threads} thread(s), torch "
         f"{torch.__version__}. Train lengths 1..{args.train_len} ({args.train_size} examples), headline "
         f"at length {args.test_len} ({args.eval_size} examples; LTE tasks: length {args.lte_len}, dev); "
-        f"d_model {args.width}, d_ff {args.d_ff}, {args.heads} heads; Transformer {args.layers}+"
-        f"{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); {args.steps} steps of "
-        f"{args.max_tokens}-token batches; greedy decoding. Mean ± standard deviation over seeds (n).",
+        f"d_model {args.width}, d_ff {args.d_ff}, {args.heads} heads, {args.norm}-norm; "
+        f"Transformer {args.layers}+{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); "
+        f"{args.steps} steps of {args.max_tokens}-token batches; greedy decoding. Mean ± standard "
+        "deviation over seeds (n).",
         "",
         "| task | model | positions | n | char acc | seq acc | paper char / seq | dev char / seq "
         "| ACT steps enc / dec | CPU min |",
