@@ -6,14 +6,20 @@ from typer.testing import CliRunner
 from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.batching import encode_sources
+from transduce.data.dataset import Dataset
+from transduce.data.vocab import EOS
 from transduce.decode.search import greedy
+from transduce.decode.shortlist import Shortlisted, build_shortlist, output_matrix
 from transduce.store.load import load_model
 from transduce.train.trainer import Trainer
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not installed")
 
 
-def test_ctranslate2_greedy_equals_ours(tmp_path):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A small model trained to upper-case words, with its dataset and dev lines."""
+    tmp_path = tmp_path_factory.mktemp("ct2")
     import random
 
     from transduce.data.prepare import PrepareOptions, prepare_text
@@ -40,14 +46,18 @@ def test_ctranslate2_greedy_equals_ours(tmp_path):
         "train.validate_every=60",
     ]
     Trainer(load_config("small", overrides), tmp_path / "run", show_progress=False).fit()
+    return tmp_path
+
+
+def test_ctranslate2_greedy_equals_ours(trained, tmp_path):
     result = CliRunner().invoke(
-        app, ["export", str(tmp_path / "run"), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")]
+        app, ["export", str(trained / "run"), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")]
     )
     assert result.exit_code == 0, result.output
     # Trained, our BOS row is not zero; CTranslate2 starts from zero: said, not hidden.
     assert "warning:" in result.stderr and "zero vector" in result.stderr
-    ours = load_model(tmp_path / "run")
-    lines = (tmp_path / "dev.en").read_text().splitlines()
+    ours = load_model(trained / "run")
+    lines = (trained / "dev.en").read_text().splitlines()
     sources = [ours.src_vocab.encode(line) for line in lines]
     mine = [h.tokens for h in greedy(ours.model, encode_sources(sources), max_len_a=0.0, max_len_b=12)]
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
@@ -65,3 +75,34 @@ def test_export_rejects_unknown_format_and_quantization(tmp_path):
         app, ["export", str(tmp_path), "--format", "ctranslate2", "--quantization", "int3"]
     )
     assert bad.exit_code == 2 and "int8" in bad.output
+
+
+def test_a_shortlist_becomes_ctranslate2s_vocabulary_map(trained, tmp_path):
+    """CTranslate2 with use_vmap decodes as our shortlisted greedy search (the same restriction)."""
+    data = Dataset(trained / "data")
+    train = data.splits["train"]
+    pairs = [train.pair(i) for i in range(len(train))]
+    listed = build_shortlist(pairs, len(data.src_vocab), len(data.tgt_vocab), per_token=2, frequent=3)
+    listed.save(tmp_path / "list")
+    out = tmp_path / "ct2"
+    args = ["export", str(trained / "run"), "--format", "ctranslate2", "-o", str(out)]
+    result = CliRunner().invoke(app, [*args, "--shortlist", str(tmp_path / "list")])
+    assert result.exit_code == 0, result.output
+    vmap = (out / "vmap.txt").read_text(encoding="utf-8").splitlines()
+    assert vmap[0] == "\t" + " ".join(data.tgt_vocab.token(int(i)) for i in listed.frequent if int(i) > EOS)
+    word = data.src_vocab.encode("cat")[0]
+    row = [data.tgt_vocab.token(int(i)) for i in listed.per_token[word] if int(i) > EOS]
+    assert f"{data.src_vocab.token(word)}\t{' '.join(row)}" in vmap
+    ours = load_model(trained / "run")
+    lines = (trained / "dev.en").read_text().splitlines()
+    sources = [ours.src_vocab.encode(line) for line in lines]
+    translator = ctranslate2.Translator(str(out), device="cpu")
+    tokens = [[ours.src_vocab.token(i) for i in s] + ["</s>"] for s in sources]
+    theirs = translator.translate_batch(tokens, beam_size=1, max_decoding_length=12, use_vmap=True)
+    for source, result in zip(sources, theirs, strict=True):
+        src = encode_sources([source])
+        wrapped = Shortlisted(ours.model, listed.allowed(src), *output_matrix(ours.model))
+        mine = greedy(wrapped, src, max_len_a=0.0, max_len_b=12)[0].tokens
+        assert [ours.tgt_vocab.sp.piece_to_id(p) for p in result.hypotheses[0]] == mine
+    wrong = CliRunner().invoke(app, [*args, "--format", "marian", "--shortlist", str(tmp_path / "list")])
+    assert wrong.exit_code == 2 and "--shortlist goes with --format ctranslate2" in wrong.output

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import Checkpoint, Force, app, console, fail, out_option, user_errors
+from .common import Checkpoint, Force, app, console, fail, out_option, read_shortlist, user_errors
 
 import_app = typer.Typer(
     help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True
@@ -53,6 +53,13 @@ def export_cmd(
         str, typer.Option(help="ctranslate2 weights: float32, int8, int8_float32, int16, float16, ...")
     ] = "float32",
     force: Force = False,
+    shortlist: Annotated[
+        Path | None,
+        typer.Option(
+            help="ctranslate2: a shortlist (`transduce shortlist`) to ship as the model's vocabulary "
+            "map, for translate_batch(use_vmap=True)."
+        ),
+    ] = None,
 ) -> None:
     """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout).
 
@@ -66,12 +73,15 @@ def export_cmd(
         fail(f"--format {format!r}: allowed: marian, ctranslate2")
     if quantization not in QUANTIZATIONS:
         fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
+    if shortlist is not None and format != "ctranslate2":
+        fail("--shortlist goes with --format ctranslate2 (a Marian model has no vocabulary map)")
+    listed = read_shortlist(shortlist)
     caveat = None
-    with user_errors(MarianError, CheckpointError, OutputError):
+    with user_errors(MarianError, CheckpointError, OutputError, ValueError):
         if format == "marian":
             export_marian(checkpoint, out, force)
         else:
-            caveat = export_ctranslate2(checkpoint, out, quantization, force)
+            caveat = export_ctranslate2(checkpoint, out, quantization, force, listed)
     if caveat is not None:
         console.print(f"[yellow]warning:[/] {caveat}", highlight=False, soft_wrap=True)
     console.print(f"exported {checkpoint} to {out} ({format})")
