@@ -25,8 +25,12 @@ given. Beam 4 uses --alpha as every engine's length penalty: transduce divides b
 ((5 + |Y|) / 6)^alpha, CTranslate2 and HF by |Y|^alpha, so beam outputs may differ there
 (--alpha 0 makes the search criteria equal). Output lengths follow the checkpoint's
 a * |source| + b: per sentence for transduce, per batch (its longest source) for HF, per call
-(the longest source) for CTranslate2. Results go to the decode-e2e section of bench/RESULTS.md
-(not with --no-write); outputs to --work/outputs for inspection.
+(the longest source) for CTranslate2. With --shortlist FILE (`transduce shortlist` of the
+model's training data), every row is also run with the shortlist: transduce `--shortlist`,
+CTranslate2 with it exported as its vocabulary map (`use_vmap`); those rows compare with
+transduce's shortlisted output and speed, and transduce's with its full-vocabulary output, so
+the BLEU and the speed a shortlist buys stand side by side. Results go to the decode-e2e
+section of bench/RESULTS.md (not with --no-write); outputs to --work/outputs for inspection.
 """
 
 from __future__ import annotations
@@ -47,29 +51,37 @@ from results import write_section
 
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import decode_options, output_rows, translate_lines
+from transduce.decode.shortlist import Shortlist
 from transduce.interop.ctranslate2 import export_ctranslate2
 from transduce.interop.marian import MarianError, export_marian
 from transduce.metrics import corpus_scores
 from transduce.store.load import LoadedModel, load_for_decoding
 
-# engine key (peer.py's names) -> (name shown, weights, the transduce output its text is compared with)
+# engine key (peer.py's names) -> (name shown, weights, the transduce output its text is compared
+# with, vocabulary: full, or the --shortlist (ours) and its export as a vocabulary map (CTranslate2))
 ENGINES = {
-    "transduce": ("transduce", "float32", None),
-    "transduce-int8": ("transduce", "int8", "transduce"),
-    "ct2": ("CTranslate2", "float32", "transduce"),
-    "ct2-int8": ("CTranslate2", "int8", "transduce-int8"),
-    "hf": ("HF generate", "float32", "transduce"),
+    "transduce": ("transduce", "float32", None, "full"),
+    "transduce-int8": ("transduce", "int8", "transduce", "full"),
+    "ct2": ("CTranslate2", "float32", "transduce", "full"),
+    "ct2-int8": ("CTranslate2", "int8", "transduce-int8", "full"),
+    "hf": ("HF generate", "float32", "transduce", "full"),
+}
+SHORTLISTED = {
+    "transduce-shortlist": ("transduce", "float32", "transduce", "shortlist"),
+    "transduce-int8-shortlist": ("transduce", "int8", "transduce-int8", "shortlist"),
+    "ct2-vmap": ("CTranslate2", "float32", "transduce-shortlist", "shortlist"),
+    "ct2-int8-vmap": ("CTranslate2", "int8", "transduce-int8-shortlist", "shortlist"),
 }
 WARMUP_LINES = 16
 
 
-def export(checkpoint: Path, work: Path) -> None:
+def export(checkpoint: Path, work: Path, shortlist: Shortlist | None) -> None:
     """The three models the peers load, written by transduce's own exporters (replaced every run,
-    so they always match the checkpoint)."""
+    so they always match the checkpoint), CTranslate2's with the shortlist as their vocabulary map."""
     try:
         export_marian(checkpoint, work / "hf", force=True)
         for quantization in ("float32", "int8"):
-            export_ctranslate2(checkpoint, work / f"ct2-{quantization}", quantization, force=True)
+            export_ctranslate2(checkpoint, work / f"ct2-{quantization}", quantization, True, shortlist)
     except MarianError as exc:
         sys.exit(f"cannot export {checkpoint}: {exc}")
 
@@ -107,7 +119,8 @@ def run(
     """One engine on `lines`, timed from text to text: ours in-process with the options `transduce
     translate` would take, the others in the peer with the same ones."""
     decode = ours["transduce"].config.decode
-    if engine not in ours:
+    model = engine.removesuffix("-shortlist")
+    if model not in ours:
         request = {
             "engine": engine,
             "beam": beam,
@@ -120,7 +133,8 @@ def run(
         return peer.request(request)
     options = decode_options(decode, beam=beam, alpha=args.alpha, max_tokens=args.max_tokens)
     start = time.perf_counter()
-    outputs, _ = translate_lines(ours[engine], lines, options, greedy=beam == 1)
+    shortlist = args.listed if engine.endswith("-shortlist") else None
+    outputs, _ = translate_lines(ours[model], lines, options, greedy=beam == 1, shortlist=shortlist)
     return {"seconds": time.perf_counter() - start, "outputs": output_rows(outputs)}
 
 
@@ -129,12 +143,12 @@ def measure(
 ) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     """Every engine's seconds over --reps rounds, interleaved so that drifts in the machine's speed
     hit all alike, after one warm-up call each; and their outputs."""
-    for engine in ENGINES:
+    for engine in args.engines:
         run(engine, lines[:WARMUP_LINES], beam, ours, peer, args)
-    times: dict[str, list[float]] = {e: [] for e in ENGINES}
+    times: dict[str, list[float]] = {e: [] for e in args.engines}
     outputs: dict[str, list[str]] = {}
     for _ in range(args.reps):
-        for engine in ENGINES:
+        for engine in args.engines:
             res = run(engine, lines, beam, ours, peer, args)
             times[engine].append(res["seconds"])
             outputs[engine] = res["outputs"]
@@ -159,7 +173,15 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=HERE / "out" / "decode-e2e", help="exports and outputs")
     parser.add_argument("--peers", type=Path, default=PEERS, help="the peers' venv (created when missing)")
     parser.add_argument("--no-write", action="store_true", help="print the results, leave RESULTS.md alone")
+    parser.add_argument(
+        "--shortlist",
+        type=Path,
+        help="a `transduce shortlist` file: adds rows of transduce with it and CTranslate2 with it as "
+        "its vocabulary map (use_vmap)",
+    )
     args = parser.parse_args()
+    args.listed = Shortlist.load(args.shortlist) if args.shortlist else None
+    args.engines = {**ENGINES, **(SHORTLISTED if args.listed else {})}
 
     sources = read_lines(args.test)
     refs = read_lines(args.refs) if args.refs else None
@@ -169,7 +191,7 @@ def main() -> None:
     longest = sorted(sorted(keep, key=lambda i: -len(sources[i]))[: args.longest])
     subsets = {f"all {len(keep)}": keep, f"{len(longest)} longest": longest}
 
-    export(args.checkpoint, args.work)
+    export(args.checkpoint, args.work, args.listed)
     python = ensure_peers(args.peers)
     (args.work / "outputs").mkdir(exist_ok=True)
     rows = []
@@ -186,7 +208,7 @@ def main() -> None:
                 search = "greedy" if beam == 1 else f"beam {beam}"
                 times, outputs = measure(lines, beam, ours, peer, args)
                 for engine, values in times.items():
-                    name, weights, base = ENGINES[engine]
+                    name, weights, base, vocabulary = args.engines[engine]
                     seconds = statistics.median(values)
                     same = None
                     if base is not None:
@@ -199,6 +221,7 @@ def main() -> None:
                             "lines": len(lines),
                             "search": search,
                             "weights": weights,
+                            "vocabulary": vocabulary,
                             "threads": threads,
                             "engine": name,
                             "seconds": seconds,
@@ -206,7 +229,10 @@ def main() -> None:
                             "bleu": corpus_scores(outputs[engine], subset_refs).bleu if subset_refs else None,
                         }
                     )
-                    print(f"{threads} threads, {subset}, {search}, {name} {weights}: {seconds:.2f} s")
+                    print(
+                        f"{threads} threads, {subset}, {search}, {name} {weights}, {vocabulary} "
+                        f"vocabulary: {seconds:.2f} s"
+                    )
         peer.close()
     report(rows, args, python, ours["transduce"])
 
@@ -219,7 +245,7 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
             x
             for x in rows
             if x["engine"] == "transduce"
-            and all(x[k] == r[k] for k in ("subset", "search", "weights", "threads"))
+            and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
         )
 
     m, d = loaded.config.model, loaded.config.decode
@@ -252,9 +278,9 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         "engine's default. \"same\": share of lines whose text equals transduce's for the same lines, "
         "search and weights (HF's against transduce float32, transduce int8's against transduce float32).",
         "",
-        "| lines | search | weights | threads | engine | seconds | sentences/s | transduce faster by | same "
-        "| BLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| lines | search | weights | vocabulary | threads | engine | seconds | sentences/s | transduce "
+        "faster by | same | BLEU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         base = base_of(r)
@@ -262,7 +288,8 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         bleu = "" if r["bleu"] is None else f"{r['bleu']:.1f}"
         same = "" if r["same"] is None else f"{r['same']:.1%}"
         lines.append(
-            f"| {r['subset']} | {r['search']} | {r['weights']} | {r['threads']} | {r['engine']} | "
+            f"| {r['subset']} | {r['search']} | {r['weights']} | {r['vocabulary']} | {r['threads']} | "
+            f"{r['engine']} | "
             f"{r['seconds']:.2f} | {r['lines'] / r['seconds']:.1f} | {faster} | {same} | {bleu} |"
         )
     ct2 = [r["seconds"] / base_of(r)["seconds"] for r in rows if r["engine"] == "CTranslate2"]

@@ -5,7 +5,8 @@
 Loads the MarianMTModel in HF_DIR and the CTranslate2 models HF_DIR/../ct2-float32 and
 HF_DIR/../ct2-int8 (converted from HF_DIR with CTranslate2's converter when they are not there),
 all on THREADS threads. Reads one JSON request per line on stdin, answers one JSON line on stdout.
-Engines: "hf" (generate), "ct2" (float32), "ct2-int8".
+Engines: "hf" (generate), "ct2" (float32), "ct2-int8"; for text, "ct2-vmap" and "ct2-int8-vmap"
+translate with the model's vocabulary map (use_vmap: a shortlist exported with it).
 
 Token ids (bench/decode.py):
   {"engine": e, "beam": k, "src": [[ids]], "length": n} -> {"seconds": t, "outputs": [[ids]]}
@@ -133,6 +134,7 @@ def translate_ct2(
         batch_type="tokens",
         beam_size=req["beam"],
         length_penalty=req["alpha"],
+        use_vmap=req["engine"].endswith("-vmap"),  # the exported shortlist (vmap.txt)
         max_decoding_length=int(req["max_len_a"] * longest + req["max_len_b"]),
         max_input_length=0,  # no truncation, as transduce
     )
@@ -169,7 +171,7 @@ def main() -> None:
         if req["engine"] == "hf":
             outputs = translate_hf(model, text[0], req)
         else:
-            outputs = translate_ct2(translators[req["engine"]], text[1], text[2], req)
+            outputs = translate_ct2(translators[req["engine"].removesuffix("-vmap")], text[1], text[2], req)
         print(json.dumps({"seconds": time.perf_counter() - start, "outputs": outputs}), flush=True)
 
 

@@ -94,7 +94,7 @@ CHANGES = {
     ),
     "avg5": Change((), average=True, why="the mean of the last five checkpoints (every 1/20 of the budget)"),
 }
-BASE = {"small": ("small", ("train.warmup=400",))}  # bench/mt.py's recipe
+BASE = {"small": ("small", ("train.warmup=400", "model.pos_layout=halves"))}  # bench/mt.py's recipe
 
 
 def recipe(name: str) -> tuple[str, list[str], bool]:
