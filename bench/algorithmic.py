@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from results import write_section
+from results import spread, write_section
 
 from transduce.config import Config, load_config
 from transduce.data.tasks import examples_of_length
@@ -236,13 +236,6 @@ def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions
     write_json(result_file, result)
     print(json.dumps({k: v for k, v in result.items() if k != "by_length"}), flush=True)
     return result
-
-
-def spread(values: list[float]) -> str:
-    """mean ± standard deviation (population, over seeds), or the one value."""
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
 def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from l10n_corpus import DEFAULT_BUDGET_MB, corpus_dir
 from l10n_corpus import build as build_corpus
-from results import write_section
+from results import spread, write_section
 
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
@@ -220,12 +220,6 @@ def system(r: dict) -> str:
     if r["toolkit"] == "transduce":
         return f"transduce {r['recipe']}"
     return r.get("version", r["toolkit"])
-
-
-def spread(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
 def report(records: list[dict], folder: Path) -> list[str]:

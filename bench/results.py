@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -22,3 +23,10 @@ def write_section(name: str, lines: list[str]) -> None:
     tmp = RESULTS.with_suffix(".tmp")
     tmp.write_text(current, encoding="utf-8")
     os.replace(tmp, RESULTS)
+
+
+def spread(values: list[float]) -> str:
+    """mean ± standard deviation (population, over seeds), or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
