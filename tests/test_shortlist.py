@@ -197,12 +197,18 @@ def test_the_file_round_trips_and_bad_files_are_refused(tmp_path):
     loaded = Shortlist.load(tmp_path / "s.safetensors")
     assert torch.equal(loaded.per_token, built.per_token) and torch.equal(loaded.frequent, built.frequent)
     assert loaded.tgt_vocab_size == V
+    build_shortlist(corpus(), V, V, per_token=1, frequent=0).save(tmp_path / "none-frequent")
+    assert len(Shortlist.load(tmp_path / "none-frequent").frequent) == 0
+    Shortlist(built.per_token.float(), built.frequent, V).save(tmp_path / "floats")
+    Shortlist(built.per_token, built.frequent, 5).save(tmp_path / "small")
     (tmp_path / "junk").write_bytes(b"\x00" * 40)
     save_file({"x": torch.zeros(2)}, str(tmp_path / "other.safetensors"))
     rows = [
         (tmp_path / "none", "no such shortlist file"),
         (tmp_path / "junk", "not a readable shortlist"),
         (tmp_path / "other.safetensors", "not a shortlist written by `transduce shortlist`"),
+        (tmp_path / "floats", "malformed shortlist"),
+        (tmp_path / "small", "malformed shortlist"),
     ]
     for path, message in rows:
         with pytest.raises(ShortlistError, match=message):

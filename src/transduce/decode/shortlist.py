@@ -84,7 +84,10 @@ class Shortlist:
         if header.get("format") != FORMAT or per_token is None or frequent is None:
             raise ShortlistError(f"{path}: not a shortlist written by `transduce shortlist`")
         size = int(header.get("tgt_vocab_size", "0")) if header.get("tgt_vocab_size", "").isdigit() else 0
-        if per_token.dim() != 2 or frequent.dim() != 1 or max(per_token.max(), frequent.max()) >= size:
+        shapes = per_token.dim() == 2 and frequent.dim() == 1
+        integers = not (per_token.is_floating_point() or frequent.is_floating_point())
+        top = max((int(t.max()) for t in (per_token, frequent) if t.numel()), default=-1)
+        if not (shapes and integers and top < size):
             raise ShortlistError(f"{path}: malformed shortlist (ids outside its target vocabulary)")
         return cls(per_token, frequent, size)
 
