@@ -290,8 +290,10 @@ def test_spread_decoding_matches_teacher_forcing_and_ignores_the_batch(arch):
 
 def test_spread_strides_come_from_the_range_and_the_length():
     spread = PositionRandomisation("subset", 300, evaluation="spread")
-    assert spread.evaluation_strides(torch.tensor([9, 6, 300, 1000, 0])).tolist() == [33, 50, 1, 1, 300]
-    assert PositionRandomisation("subset", 300).evaluation_strides(torch.tensor([9])) is None
+    lengths = [9, 6, 300, 1000, 0]
+    pad = torch.arange(1000)[None, :] >= torch.tensor(lengths)[:, None]  # True at padding
+    assert spread.evaluation_strides(pad).tolist() == [33, 50, 1, 1, 300]
+    assert PositionRandomisation("subset", 300).evaluation_strides(pad) is None
     with pytest.raises(ValueError, match="unknown evaluation positions 'sparse'; allowed: dense, spread"):
         PositionRandomisation("subset", evaluation="sparse")
 

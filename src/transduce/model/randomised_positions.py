@@ -97,11 +97,12 @@ class PositionRandomisation:
             return self._pass[:length]
         return self._new(length)
 
-    def evaluation_strides(self, lengths: Tensor) -> Tensor | None:
-        """(batch,) spacing of each sequence's evaluation positions from its real length
-        (batch,), or None for 0..n-1."""
+    def evaluation_strides(self, pad: Tensor) -> Tensor | None:
+        """(batch,) spacing of each sequence's evaluation positions from its real length (`pad`:
+        (batch, n), True at padding), or None for 0..n-1."""
         if self.evaluation == "dense":
             return None
+        lengths = (~pad).sum(1)
         return (self.position_range // lengths.clamp(min=1)).clamp(min=1)
 
     def positions(self, length: int, offset: int, strides: Tensor | None, training: bool) -> Tensor | None:

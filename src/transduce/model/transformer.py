@@ -82,9 +82,10 @@ def _causal(
     n = ids.shape[1]
     mask = causal_mask(n, offset + n, offset, ids.device) if n > 1 else None
     shared = LayerInputs(mask, pad=ids.eq(pad_id))
-    if memory is not None:
-        shared.memory, shared.memory_mask = memory.states, memory.mask
-    return StackInputs(shared, offset)
+    if memory is None:
+        return StackInputs(shared, offset)
+    shared.memory, shared.memory_mask = memory.states, memory.mask
+    return StackInputs(shared, offset, strides=memory.strides)  # the source's position spacing
 
 
 class EncoderDecoder(nn.Module):
@@ -121,13 +122,12 @@ class EncoderDecoder(nn.Module):
                 raise ValueError("this model masks attention with source trees; give their distances (omega)")
             inputs.layer_masks, inputs.score_masks = self.syntax.per_layer(syntax, self.encoder.depth)
         if not self.training:
-            inputs.strides = self.randomisation.evaluation_strides((~pad).sum(1))
+            inputs.strides = self.randomisation.evaluation_strides(pad)
         out = self.encoder(self.src_embed(src, factors=factors, strides=inputs.strides), inputs)
         return EncoderOutput(out.states, pad, out.ponder, inputs.strides)
 
     def _decoder(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None) -> StackOutput:
         inputs = _causal(tgt, self.pad_id, cache, memory)
-        inputs.strides = memory.strides
         out = self.decoder(
             self.tgt_embed(tgt, inputs.offset, strides=inputs.strides),
             inputs,
