@@ -70,6 +70,18 @@ def build(lang: str, budget_mb: int) -> Path:
     return out
 
 
+def prepared(corpus: Path, src: str, tgt: str, vocab_size: int = 8000) -> Path:
+    """`corpus` (raw train/dev/test.{src,tgt}) as `transduce prepare` makes it, with one shared
+    sentencepiece vocabulary of `vocab_size`, in bench/out/<corpus>-data (-<size> for other
+    sizes); reused when up to date."""
+    from transduce.data.prepare import PrepareOptions, prepare_text
+
+    suffix = "" if vocab_size == 8000 else f"-{vocab_size}"
+    data = HERE / "out" / f"{corpus.name}-data{suffix}"
+    prepare_text(corpus, data, PrepareOptions(src, tgt, vocab_size=vocab_size), show_progress=False)
+    return data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -35,13 +35,13 @@ from pathlib import Path
 
 import torch
 from decode import Peer, ensure_peers
+from l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from l10n_corpus import build as build_corpus
 from results import write_section
 
 from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
 from transduce.data.dataset import Dataset
-from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.translate import decode_all
 from transduce.fileio import atomic_directory
@@ -231,9 +231,7 @@ def main() -> None:
         "--eval-size", type=int, default=None, help="peer dev and both test sets (smoke runs)"
     )
     args = parser.parse_args()
-    corpus = build_corpus("de", 1500)
-    data_dir = HERE / "out" / "l10n-de-data"
-    prepare_text(corpus, data_dir, PrepareOptions("en", "de", vocab_size=8000), show_progress=False)
+    data_dir = prepared(build_corpus("de", DEFAULT_BUDGET_MB), "en", "de")
     data = Dataset(data_dir)
     OUT.mkdir(parents=True, exist_ok=True)
     cfg = load_config(args.preset, overrides(args, data_dir))

@@ -40,13 +40,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from l10n_corpus import DEFAULT_BUDGET_MB, corpus_dir
+from l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from l10n_corpus import build as build_corpus
 from results import spread, write_section
 
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
-from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.decode.pipeline import output_rows, translate_lines
 from transduce.metrics import corpus_scores
 from transduce.store.checkpoint import step_checkpoints
@@ -113,14 +112,11 @@ def recipe(name: str) -> tuple[str, list[str], bool]:
     )
 
 
-def prepared(corpus: Path | None, vocab_size: int) -> tuple[Path, Path]:
+def corpus_and_data(corpus: Path | None, vocab_size: int) -> tuple[Path, Path]:
     """The corpus (raw text; by default the l10n corpus, built when missing) and its prepared
     dataset with a shared vocabulary of `vocab_size`."""
     corpus = corpus.resolve() if corpus is not None else build_corpus(TGT, DEFAULT_BUDGET_MB)
-    name = "l10n-de" if corpus == corpus_dir(TGT, DEFAULT_BUDGET_MB) else corpus.name
-    data = HERE / "out" / (f"{name}-data" if vocab_size == 8000 else f"{name}-data-{vocab_size}")
-    prepare_text(corpus, data, PrepareOptions(SRC, TGT, vocab_size=vocab_size), show_progress=False)
-    return corpus, data
+    return corpus, prepared(corpus, SRC, TGT, vocab_size)
 
 
 def train_command(name: str, seed: int, args: argparse.Namespace, data: Path, run: Path) -> list[str]:
@@ -160,7 +156,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     record = args.records / f"{label}.json"
     if record.exists():
         return record
-    corpus, data = prepared(args.corpus, args.vocab_size)
+    corpus, data = corpus_and_data(args.corpus, args.vocab_size)
     run = OUT / label
     command = train_command(name, seed, args, data, run)
     wall = time.monotonic()
