@@ -59,10 +59,12 @@ SRC, TGT = "en", "de"
 
 @dataclass(frozen=True)
 class Change:
-    """One change to a recipe: config overrides, and whether to average the last checkpoints."""
+    """One change to a recipe: config overrides, whether to average the last checkpoints, and the
+    shared vocabulary's size (None: --vocab-size)."""
 
     overrides: tuple[str, ...]
     average: bool = False
+    vocab_size: int | None = None
     why: str = ""
 
 
@@ -81,6 +83,10 @@ CHANGES = {
     "deep": Change(
         ("model.encoder_layers=6", "model.decoder_layers=2"), why="depth to the encoder, 6+2 layers"
     ),
+    "shallow": Change(
+        ("model.encoder_layers=2", "model.decoder_layers=2"),
+        why="2+2 layers of 256: more updates in the same time",
+    ),
     "wide": Change(
         (
             "model.d_model=384",
@@ -92,12 +98,23 @@ CHANGES = {
         why="2+2 layers of 384: fewer, wider layers",
     ),
     "avg5": Change((), average=True, why="the mean of the last five checkpoints (every 1/20 of the budget)"),
+    "vocab4k": Change((), vocab_size=4000, why="4,000 shared pieces: cheaper output layer, longer inputs"),
+    "vocab16k": Change((), vocab_size=16000, why="16,000 shared pieces: shorter inputs, costlier output"),
 }
 BASE = {"small": ("small", ("train.warmup=400", "model.pos_layout=halves"))}  # bench/mt.py's recipe
 
 
-def recipe(name: str) -> tuple[str, list[str], bool]:
-    """The preset, overrides and averaging of a recipe name such as `small+prenorm+dropout0`."""
+@dataclass(frozen=True)
+class Recipe:
+    preset: str
+    overrides: list[str]
+    average: bool
+    vocab_size: int | None
+
+
+def recipe(name: str) -> Recipe:
+    """The preset, overrides, averaging and vocabulary of a recipe name such as
+    `small+prenorm+dropout0` (the last change that sets a vocabulary size wins)."""
     base, *changes = name.split("+")
     if base not in BASE:
         raise SystemExit(f"unknown base recipe {base!r}; allowed: {', '.join(BASE)}")
@@ -105,10 +122,12 @@ def recipe(name: str) -> tuple[str, list[str], bool]:
     if unknown:
         raise SystemExit(f"unknown change(s) {', '.join(unknown)}; allowed: {', '.join(CHANGES)}")
     preset, overrides = BASE[base]
-    return (
+    sizes = [CHANGES[c].vocab_size for c in changes if CHANGES[c].vocab_size is not None]
+    return Recipe(
         preset,
         [*overrides, *(o for c in changes for o in CHANGES[c].overrides)],
         any(CHANGES[c].average for c in changes),
+        sizes[-1] if sizes else None,
     )
 
 
@@ -120,9 +139,10 @@ def corpus_and_data(corpus: Path | None, vocab_size: int) -> tuple[Path, Path]:
 
 
 def train_command(name: str, seed: int, args: argparse.Namespace, data: Path, run: Path) -> list[str]:
-    preset, overrides, average = recipe(name)
+    chosen = recipe(name)
+    average = chosen.average
     settings = [
-        *overrides,
+        *chosen.overrides,
         f"data.dataset={data}",
         "train.steps=100000000",
         f"train.max_minutes={args.minutes}",
@@ -135,8 +155,8 @@ def train_command(name: str, seed: int, args: argparse.Namespace, data: Path, ru
         "train.log_every=100",
         f"train.seed={seed}",
     ]
-    load_config(preset, settings)  # a bad recipe fails here, not in the background
-    return [sys.executable, "-m", "transduce", "train", preset, *settings, "--run-dir", str(run)]
+    load_config(chosen.preset, settings)  # a bad recipe fails here, not in the background
+    return [sys.executable, "-m", "transduce", "train", chosen.preset, *settings, "--run-dir", str(run)]
 
 
 def final_weights(run: Path, average: bool) -> Path:
@@ -156,7 +176,8 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     record = args.records / f"{label}.json"
     if record.exists():
         return record
-    corpus, data = corpus_and_data(args.corpus, args.vocab_size)
+    vocab_size = recipe(name).vocab_size or args.vocab_size
+    corpus, data = corpus_and_data(args.corpus, vocab_size)
     run = OUT / label
     command = train_command(name, seed, args, data, run)
     wall = time.monotonic()
@@ -164,7 +185,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     wall_minutes = (time.monotonic() - wall) / 60
     last = step_checkpoints(run / "checkpoints")[-1]
     state = json.loads((last / "trainer.json").read_text(encoding="utf-8"))["state"]
-    weights = final_weights(run, recipe(name)[2])
+    weights = final_weights(run, recipe(name).average)
     sources = read_lines(corpus / f"test.{SRC}")[: args.test_lines]
     refs = read_lines(corpus / f"test.{TGT}")[: args.test_lines]
     loaded = load_for_decoding(weights, "none", args.threads)
@@ -177,7 +198,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "recipe": name,
         "seed": seed,
         "direction": f"{SRC}-{TGT}",
-        "vocab_size": args.vocab_size,
+        "vocab_size": vocab_size,
         "budget_minutes": args.minutes,
         "threads": args.threads,
         "minutes": state["train_seconds"] / 60,

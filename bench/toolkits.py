@@ -157,7 +157,9 @@ JOEYNMT_RECIPE = {
     "changes": [
         "2.3 layout: model_dir, use_cuda, fp16, random_seed at the top; eval_metric -> "
         "early_stopping_metric bleu + testing.eval_metrics; keep_last_ckpts -> keep_best_ckpts; "
-        "initializer xavier -> xavier_uniform (renamed); max_sent_length 62 -> src/trg max_length 62",
+        "initializer xavier -> xavier_uniform (renamed); max_sent_length 62 applied by the driver to "
+        "the deterministic segmentation (JoeyNMT's own filter crashes with subword sampling, see "
+        "JoeyNMT.prepare)",
         "layer_norm pre and activation relu written out (the 1.x Transformer was pre-norm; "
         "iwslt14_deen_sp.yaml says pre)",
         "lowercase false, no moses pretokenizer: the data and the scoring here are cased and raw",
@@ -329,13 +331,19 @@ def write_yaml(path: Path, cfg: dict) -> None:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
+def lines_of(path: Path) -> list[str]:
+    """The file's lines, split on newlines only (str.splitlines would also split inside a line at
+    U+2028 and friends and misalign the two sides of a corpus)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def non_empty(src: Path, out: Path, limit: int | None = None) -> list[int]:
     """Copy `src` (its first `limit` lines) without its empty lines (both toolkits drop them) and
     return where they were."""
-    lines = src.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    lines = lines[:limit]
+    lines = lines_of(src)[:limit]
     empty = [i for i, line in enumerate(lines) if not line.strip()]
     out.write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
     return empty
@@ -373,27 +381,43 @@ class JoeyNMT(Toolkit):
     recipe = JOEYNMT_RECIPE
 
     def prepare(self) -> list[dict]:
-        """JoeyNMT's vocabulary file: the model's pieces, less those it adds itself (unk, pad, bos,
-        eos) and sentencepiece's control pieces."""
+        """JoeyNMT's vocabulary file (the model's pieces, less those it adds itself: unk, pad, bos,
+        eos, and sentencepiece's control pieces) and its training data, length-filtered here.
+
+        JoeyNMT filters by length where it tokenises, and with subword sampling it tokenises a
+        training pair twice (batch sampler, then collate) with different samples: a pair that
+        passed the first time can come back too long the second time, and collate_fn's assertion
+        kills the run (seen here on the 563k-pair corpus). So the recipe's max_length filter is
+        applied once, to the deterministic segmentation, and JoeyNMT's own is turned off.
+        """
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=str(self.spm))
         vocab = self.dir / "vocab.txt"
         if not vocab.exists():
-            import sentencepiece as spm
-
-            sp = spm.SentencePieceProcessor(model_file=str(self.spm))
             pieces = [
                 sp.id_to_piece(i)
                 for i in range(sp.get_piece_size())
                 if not (sp.is_control(i) or sp.is_unknown(i))
             ]
             vocab.write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
-        return []
+        limit = self.recipe["max_length"]
+        sides = [lines_of(self.data / f"train.{lang}") for lang in self.langs]
+        lengths = [[len(ids) for ids in sp.encode(lines)] for lines in sides]
+        keep = [i for i, (a, b) in enumerate(zip(*lengths, strict=True)) if 0 < a <= limit and 0 < b <= limit]
+        for lang, lines in zip(self.langs, sides, strict=True):
+            out = self.dir / "data" / f"train.{lang}"
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
+            os.replace(tmp, out)
+        return [{"train_pairs": len(sides[0]), "kept_within_max_length": len(keep), "max_length": limit}]
 
     def config(self, model_dir: Path, validate_every: int, updates: int | None = None) -> dict:
         """The recipe in JoeyNMT 2.3's layout; `updates` caps the run (the timing run only), which
         then logs every update."""
         r = self.recipe
         side = {
-            "max_length": r["max_length"],
+            "max_length": -1,  # applied in prepare()
             "lowercase": False,
             "normalize": False,
             "level": "bpe",
@@ -419,7 +443,7 @@ class JoeyNMT(Toolkit):
             "random_seed": self.seed,
             "num_workers": 0,
             "data": {
-                "train": str(self.data / "train"),
+                "train": str(self.dir / "data" / "train"),
                 "dev": str(self.dir / "data" / "dev"),
                 "dataset_type": "plain",
                 "src": {"lang": self.langs[0], **side},
@@ -704,7 +728,7 @@ def run(args: argparse.Namespace) -> Path:
     (run_dir / "data").mkdir(parents=True, exist_ok=True)
     src, tgt = args.src, args.tgt
     for lang in (src, tgt):  # the dev set validated during training: its first --dev-lines lines
-        dev = (args.data / f"dev.{lang}").read_text(encoding="utf-8").splitlines()[: args.dev_lines]
+        dev = lines_of(args.data / f"dev.{lang}")[: args.dev_lines]
         (run_dir / "data" / f"dev.{lang}").write_text("".join(line + "\n" for line in dev), encoding="utf-8")
     python = ensure_toolkits()
     kind = TOOLKIT_CLASSES[args.toolkit]
@@ -740,13 +764,13 @@ def run(args: argparse.Namespace) -> Path:
         out = run_dir / "test.hyp.tmp"
         start = time.time()
         command = toolkit.decode(source, out)
-        hyps = refill(out.read_text(encoding="utf-8").splitlines(), empty)
+        hyps = refill(lines_of(out), empty)
         return {"seconds": round(time.time() - start, 2), "hypotheses": hyps, "command": command}
 
     decoded = phase("decode.json", decode)
     from transduce.metrics import corpus_scores
 
-    refs = (args.data / f"test.{tgt}").read_text(encoding="utf-8").splitlines()[: args.test_lines]
+    refs = lines_of(args.data / f"test.{tgt}")[: args.test_lines]
     scores = corpus_scores(decoded["hypotheses"], refs)
     result = {
         "toolkit": args.toolkit,
