@@ -217,11 +217,17 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
             "decode_seconds": decode_seconds,
         },
         "curve": [
-            {"minutes": h["train_minutes"], "step": h["step"], "dev_bleu": h["dev_bleu"]}
+            {
+                "minutes": h["train_minutes"],
+                "step": h["step"],
+                "dev_bleu": h["dev_bleu"],
+                "dev_ppl": h["dev_ppl"],
+            }
             for h in state["history"]
             if "dev_bleu" in h
         ],
-        "curve_note": "dev: the whole dev set, greedy; minutes of training (validations not counted)",
+        "curve_note": "dev: the whole dev set, greedy (BLEU) and teacher-forced (perplexity); "
+        "minutes of training (validations not counted)",
         "commands": [" ".join(map(str, command))],
     }
     args.records.mkdir(parents=True, exist_ok=True)
@@ -257,16 +263,19 @@ def report(records: list[dict], folder: Path) -> list[str]:
         "Budget: ours, training time (validations not counted); peers, the wall time of the "
         "toolkit's training process (start-up and its own validations included).",
         "",
-        "| system | budget (min) | seeds | test BLEU | test chrF | updates | target tokens seen |",
-        "|---|---|---|---|---|---|---|",
+        "| system | budget (min) | seeds | test BLEU | test chrF | dev ppl at the end | updates "
+        "| target tokens seen | last change: BLEU vs without it |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (name, budget), rows in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         tokens = [r["target_tokens"] for r in rows if r.get("target_tokens")]
+        ppl = [r["curve"][-1]["dev_ppl"] for r in rows if r.get("curve") and "dev_ppl" in r["curve"][-1]]
         lines.append(
             f"| {name} | {budget:g} | {len(rows)} | {spread([r['test']['bleu'] for r in rows])} | "
-            f"{spread([r['test']['chrf'] for r in rows])} | "
+            f"{spread([r['test']['chrf'] for r in rows])} | {spread(ppl) if ppl else '-'} | "
             f"{statistics.fmean(r['updates'] for r in rows):,.0f} | "
-            f"{f'{statistics.fmean(tokens) / 1e6:.1f}M' if tokens else '-'} |"
+            f"{f'{statistics.fmean(tokens) / 1e6:.1f}M' if tokens else '-'} | "
+            f"{change_effect(name, budget, groups)} |"
         )
     lines += [
         "",
@@ -277,6 +286,21 @@ def report(records: list[dict], folder: Path) -> list[str]:
     ]
     plot(groups, folder / "curves.png")
     return lines
+
+
+def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list[dict]]) -> str:
+    """For `transduce a+b+c`: the mean test BLEU difference to `transduce a+b` at the same budget
+    (the ablation of its last change), over the seeds both have; '-' when there is no such run."""
+    if "+" not in name or not name.startswith("transduce "):
+        return "-"
+    parent = name.rsplit("+", 1)[0]
+    mine = {r["seed"]: r["test"]["bleu"] for r in groups[(name, budget)]}
+    theirs = {r["seed"]: r["test"]["bleu"] for r in groups.get((parent, budget), [])}
+    seeds = sorted(mine.keys() & theirs.keys())
+    if not seeds:
+        return "-"
+    deltas = [mine[s] - theirs[s] for s in seeds]
+    return f"+{name.rsplit('+', 1)[1]}: {statistics.fmean(deltas):+.2f} ({len(seeds)} paired seeds)"
 
 
 def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:
