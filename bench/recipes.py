@@ -280,7 +280,9 @@ def report(records: list[dict], folder: Path) -> list[str]:
         )
     lines += [
         "",
-        "Mean ± standard deviation over seeds. BLEU signature(s): "
+        "Mean ± standard deviation over seeds. Dev perplexity: ours on the whole dev set at the "
+        "end of training, a peer's at its last own validation (the first 500 dev lines); only "
+        "comparable between runs of one vocabulary. BLEU signature(s): "
         + "; ".join(f"`{s}`" for s in signatures)
         + f". Learning curves (dev BLEU against minutes, every run): `{shown / 'curves.png'}`. "
         "Recipes: " + "; ".join(f"`{k}` {c.why}" for k, c in CHANGES.items()) + ".",
