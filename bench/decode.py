@@ -114,9 +114,14 @@ def ours(model, src: list[list[int]], beam: int, length: int) -> dict:
     ids = torch.tensor([s + [0] * (width - len(s)) for s in src])
     start = time.perf_counter()
     if beam == 1:
-        out = [h.tokens for h in greedy(model, ids, 0.0, length, min_len=length)]
+        out = [h.tokens for h in greedy(model, ids, max_len_a=0.0, max_len_b=length, min_len=length)]
     else:
-        out = [h[0].tokens for h in beam_search(model, ids, beam, 0.0, 0.0, length, min_len=length)]
+        out = [
+            h[0].tokens
+            for h in beam_search(
+                model, ids, beam=beam, alpha=0.0, max_len_a=0.0, max_len_b=length, min_len=length
+            )
+        ]
     return {"seconds": time.perf_counter() - start, "outputs": out}
 
 

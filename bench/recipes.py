@@ -303,7 +303,8 @@ def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list
     if not seeds:
         return "-"
     deltas = [mine[s] - theirs[s] for s in seeds]
-    return f"+{name.rsplit('+', 1)[1]}: {statistics.fmean(deltas):+.2f} ({len(seeds)} paired seeds)"
+    paired = f"{len(seeds)} paired seed{'s' if len(seeds) != 1 else ''}"
+    return f"+{name.rsplit('+', 1)[1]}: {statistics.fmean(deltas):+.2f} ({paired})"
 
 
 def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:
