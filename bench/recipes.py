@@ -75,7 +75,6 @@ CHANGES = {
     ),
     "ls0": Change(("train.label_smoothing=0",), why="label smoothing off"),
     "batch2k": Change(("data.max_tokens=2048",), why="twice the updates of half the size"),
-    "batch1k": Change(("data.max_tokens=1024",), why="four times the updates of a quarter the size"),
     "batch8k": Change(("data.max_tokens=8192",), why="half the updates of twice the size"),
     "lr2": Change(("train.lr_scale=2",), why="twice the learning rate at every step"),
     "lr0.5": Change(("train.lr_scale=0.5",), why="half the learning rate at every step"),

@@ -8,7 +8,7 @@ import torch
 from tiny_models import tiny_model as shared_tiny_model
 
 from transduce.data.vocab import EOS, UNK
-from transduce.decode.search import _in_place, beam_search, greedy, length_penalty
+from transduce.decode.search import beam_search, greedy, length_penalty
 
 
 def tiny_model(vocab=6, seed=0, norm="post", transition="ffn"):
@@ -119,11 +119,3 @@ def test_nbest_sorted_and_min_length_respected():
     assert scores == sorted(scores, reverse=True) and len(nbest) == 5
     longer = beam_search(model, src, beam=3, min_len=4, max_len_b=8)[0][0]
     assert len(longer.tokens) >= 4  # EOS blocked for the first 4 steps
-
-
-def test_continuations_keep_their_parents_slot_when_free():
-    chosen = [(2, 7, -0.1), (0, 5, -0.2), (2, 9, -0.3), (2, 4, -0.4)]
-    slots = _in_place(chosen)
-    assert sorted(slots) == sorted(chosen)  # the same continuations, reordered
-    assert slots[0] == (0, 5, -0.2) and slots[2] == (2, 7, -0.1)  # parents' own slots, best first
-    assert [slots[1], slots[3]] == [(2, 9, -0.3), (2, 4, -0.4)]  # the rest fill the free slots in order

@@ -292,7 +292,7 @@ def beam_search(
             while len(chosen) < k:
                 chosen.append((chosen[0][0], chosen[0][1], -math.inf))
             still_active.append(sent)
-            for b, tok, s in _in_place(chosen):
+            for b, tok, s in chosen:
                 new_rows.append(pos * k + b)
                 new_tokens.append(tok)
                 new_scores.append(s)
@@ -314,25 +314,6 @@ def beam_search(
         scores = torch.tensor(new_scores, device=src.device).view(len(still_active), k)
         active = still_active
     return [sorted(f, key=lambda h: -h.score)[:nbest] for f in finished]
-
-
-def _in_place(chosen: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """The k continuations in beam slots: each in its parent's slot where that slot is free.
-
-    A beam's slot carries no meaning for the search, but one that keeps its parent's slot keeps
-    its row of the self-attention cache, which then needs no copy (DecoderCache.reorder).
-    """
-    slots: list[tuple[int, int, float] | None] = [None] * len(chosen)
-    rest = []
-    for c in chosen:
-        if slots[c[0]] is None:
-            slots[c[0]] = c
-        else:
-            rest.append(c)
-    free = (i for i, c in enumerate(slots) if c is None)
-    for c in rest:
-        slots[next(free)] = c
-    return [c for c in slots if c is not None]
 
 
 def _sentence_done(

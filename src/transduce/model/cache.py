@@ -63,29 +63,6 @@ class KVCache:
         self.k, self.v = spare
         self._spare = old if old[0].shape == spare[0].shape else None
 
-    @property
-    def rows(self) -> int | None:
-        return None if self.k is None else self.k.shape[0]
-
-    def move_rows(self, dst: Tensor, src: Tensor) -> None:
-        """Overwrite rows `dst` with copies of rows `src` (read before any is written): a beam
-        reorder in which most rows continue their own hypothesis copies only the others."""
-        if self.k is None or self.v is None:
-            return
-        n = self.length
-        for cache in (self.k, self.v):
-            filled = cache[:, :, :n]
-            filled.index_copy_(0, dst, filled.index_select(0, src))
-
-
-def row_moves(index: Tensor, rows: int | None) -> tuple[Tensor, Tensor] | None:
-    """For a reorder `index` that keeps the number of rows: the rows that change (destinations)
-    and where their new contents come from; None when the number of rows changes."""
-    if rows is None or index.numel() != rows:
-        return None
-    moved = (index != torch.arange(rows, device=index.device)).nonzero().squeeze(1)
-    return moved, index.index_select(0, moved)
-
 
 class StaticKV:
     """Cross-attention keys/values: computed from the encoder output once per source."""
@@ -123,15 +100,10 @@ class DecoderCache:
 
         Beam search keeps one K/V row per source (its beams read it grouped), so reordering
         beams leaves it alone (`sources=None`) and only dropping finished sources selects it.
-        A reorder that keeps the number of rows copies only the self-attention rows that change.
         """
         done: set[int] = set()
-        moves = row_moves(index, self.layers[0].self_kv.rows) if self.layers else None
         for layer in self.layers:
-            if moves is None:
-                layer.self_kv.reorder(index)
-            elif moves[0].numel():
-                layer.self_kv.move_rows(*moves)
+            layer.self_kv.reorder(index)
             if layer.conv is not None:
                 layer.conv = layer.conv.index_select(0, index)
             if sources is not None and id(layer.cross_kv) not in done:  # UT steps share one StaticKV
