@@ -138,8 +138,7 @@ def corpus_and_data(corpus: Path | None, vocab_size: int) -> tuple[Path, Path]:
     return corpus, prepared(corpus, SRC, TGT, vocab_size)
 
 
-def train_command(name: str, seed: int, args: argparse.Namespace, data: Path, run: Path) -> list[str]:
-    chosen = recipe(name)
+def train_command(chosen: Recipe, seed: int, args: argparse.Namespace, data: Path, run: Path) -> list[str]:
     average = chosen.average
     settings = [
         *chosen.overrides,
@@ -176,16 +175,17 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     record = args.records / f"{label}.json"
     if record.exists():
         return record
-    vocab_size = recipe(name).vocab_size or args.vocab_size
+    chosen = recipe(name)
+    vocab_size = chosen.vocab_size or args.vocab_size
     corpus, data = corpus_and_data(args.corpus, vocab_size)
     run = OUT / label
-    command = train_command(name, seed, args, data, run)
+    command = train_command(chosen, seed, args, data, run)
     wall = time.monotonic()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)  # resumes an interrupted run
     wall_minutes = (time.monotonic() - wall) / 60
     last = step_checkpoints(run / "checkpoints")[-1]
     state = json.loads((last / "trainer.json").read_text(encoding="utf-8"))["state"]
-    weights = final_weights(run, recipe(name).average)
+    weights = final_weights(run, chosen.average)
     sources = read_lines(corpus / f"test.{SRC}")[: args.test_lines]
     refs = read_lines(corpus / f"test.{TGT}")[: args.test_lines]
     loaded = load_for_decoding(weights, "none", args.threads)
@@ -295,7 +295,7 @@ def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list
     (the ablation of its last change), over the seeds both have; '-' when there is no such run."""
     if "+" not in name or not name.startswith("transduce "):
         return "-"
-    parent = name.rsplit("+", 1)[0]
+    parent, last = name.rsplit("+", 1)
     mine = {r["seed"]: r["test"]["bleu"] for r in groups[(name, budget)]}
     theirs = {r["seed"]: r["test"]["bleu"] for r in groups.get((parent, budget), [])}
     seeds = sorted(mine.keys() & theirs.keys())
@@ -303,7 +303,7 @@ def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list
         return "-"
     deltas = [mine[s] - theirs[s] for s in seeds]
     paired = f"{len(seeds)} paired seed{'s' if len(seeds) != 1 else ''}"
-    return f"+{name.rsplit('+', 1)[1]}: {statistics.fmean(deltas):+.2f} ({paired})"
+    return f"+{last}: {statistics.fmean(deltas):+.2f} ({paired})"
 
 
 def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:

@@ -97,6 +97,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
+from transduce.data.corpus import read_lines
+from transduce.fileio import write_text_atomic
+
 HERE = Path(__file__).resolve().parent
 TOOLKITS = HERE / ".toolkits"
 COMPAT = HERE / "joeynmt_compat.py"  # `python -m joeynmt` with torch>=2.7's ReduceLROnPlateau
@@ -331,19 +334,10 @@ def write_yaml(path: Path, cfg: dict) -> None:
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
-def lines_of(path: Path) -> list[str]:
-    """The file's lines, split on newlines only (str.splitlines would also split inside a line at
-    U+2028 and friends and misalign the two sides of a corpus)."""
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def non_empty(src: Path, out: Path, limit: int | None = None) -> list[int]:
     """Copy `src` (its first `limit` lines) without its empty lines (both toolkits drop them) and
     return where they were."""
-    lines = lines_of(src)[:limit]
+    lines = read_lines(src)[:limit]
     empty = [i for i, line in enumerate(lines) if not line.strip()]
     out.write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
     return empty
@@ -402,14 +396,11 @@ class JoeyNMT(Toolkit):
             ]
             vocab.write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
         limit = self.recipe["max_length"]
-        sides = [lines_of(self.data / f"train.{lang}") for lang in self.langs]
+        sides = [read_lines(self.data / f"train.{lang}") for lang in self.langs]
         lengths = [[len(ids) for ids in sp.encode(lines)] for lines in sides]
         keep = [i for i, (a, b) in enumerate(zip(*lengths, strict=True)) if 0 < a <= limit and 0 < b <= limit]
         for lang, lines in zip(self.langs, sides, strict=True):
-            out = self.dir / "data" / f"train.{lang}"
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
-            os.replace(tmp, out)
+            write_text_atomic(self.dir / "data" / f"train.{lang}", "".join(lines[i] + "\n" for i in keep))
         return [{"train_pairs": len(sides[0]), "kept_within_max_length": len(keep), "max_length": limit}]
 
     def config(self, model_dir: Path, validate_every: int, updates: int | None = None) -> dict:
@@ -728,7 +719,7 @@ def run(args: argparse.Namespace) -> Path:
     (run_dir / "data").mkdir(parents=True, exist_ok=True)
     src, tgt = args.src, args.tgt
     for lang in (src, tgt):  # the dev set validated during training: its first --dev-lines lines
-        dev = lines_of(args.data / f"dev.{lang}")[: args.dev_lines]
+        dev = read_lines(args.data / f"dev.{lang}")[: args.dev_lines]
         (run_dir / "data" / f"dev.{lang}").write_text("".join(line + "\n" for line in dev), encoding="utf-8")
     python = ensure_toolkits()
     kind = TOOLKIT_CLASSES[args.toolkit]
@@ -764,13 +755,13 @@ def run(args: argparse.Namespace) -> Path:
         out = run_dir / "test.hyp.tmp"
         start = time.time()
         command = toolkit.decode(source, out)
-        hyps = refill(lines_of(out), empty)
+        hyps = refill(read_lines(out), empty)
         return {"seconds": round(time.time() - start, 2), "hypotheses": hyps, "command": command}
 
     decoded = phase("decode.json", decode)
     from transduce.metrics import corpus_scores
 
-    refs = lines_of(args.data / f"test.{tgt}")[: args.test_lines]
+    refs = read_lines(args.data / f"test.{tgt}")[: args.test_lines]
     scores = corpus_scores(decoded["hypotheses"], refs)
     result = {
         "toolkit": args.toolkit,
