@@ -61,11 +61,11 @@ def export_cmd(
         ),
     ] = None,
 ) -> None:
-    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model (via Marian's layout).
+    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model.
 
     An existing -o is replaced only if `export` wrote it (else --force)."""
     from ..fileio import OutputError
-    from ..interop.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+    from ..interop.ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
     from ..interop.marian import MarianError, export_marian
     from ..store.checkpoint import CheckpointError
 
@@ -76,12 +76,9 @@ def export_cmd(
     if shortlist is not None and format != "ctranslate2":
         fail("--shortlist goes with --format ctranslate2 (a Marian model has no vocabulary map)")
     listed = read_shortlist(shortlist)
-    caveat = None
-    with user_errors(MarianError, CheckpointError, OutputError, ValueError):
+    with user_errors(MarianError, ExportError, CheckpointError, OutputError, ValueError):
         if format == "marian":
             export_marian(checkpoint, out, force)
         else:
-            caveat = export_ctranslate2(checkpoint, out, quantization, force, listed)
-    if caveat is not None:
-        console.print(f"[yellow]warning:[/] {caveat}", highlight=False, soft_wrap=True)
+            export_ctranslate2(checkpoint, out, quantization, force, listed)
     console.print(f"exported {checkpoint} to {out} ({format})")

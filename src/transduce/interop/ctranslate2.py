@@ -1,32 +1,34 @@
-"""CTranslate2 export: our checkpoint -> Marian layout -> CTranslate2's own converter."""
+"""CTranslate2 export: our checkpoint written tensor by tensor into CTranslate2's Transformer spec.
+
+The spec describes every variant we train for translation (pre- or post-norm, sinusoidal or
+learned positions, tied or separate embeddings, any vocabulary), and its decoder starts from
+our BOS embedding, so the exported model computes what ours does. PAD is left out of both
+vocabularies (it is never an input the model sees unmasked) and BOS gets a -inf output bias:
+neither is ever generated, as in our search.
+"""
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
 
 from ..data.vocab import BOS, EOS, PAD, UNK, Vocab
 from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
-from ..store.load import load_model
-from .marian import MarianError, export_marian
+from ..model.embeddings import sinusoid
+from ..store.load import LoadedModel, load_model
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
+SINUSOID_ROWS = 1024  # positions a sinusoidal model's exported table covers, at the least
 
 
-def start_row_norm(hf_dir: Path) -> float:
-    """The norm of the embedding row a Marian decoder starts from (the pad row, our BOS).
-
-    CTranslate2's Marian converter always starts decoders from a zero vector instead, as Marian
-    itself does; a model whose start row is not zero decodes differently there."""
-    from safetensors import safe_open
-
-    pad = int(json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))["pad_token_id"])
-    with safe_open(str(hf_dir / "model.safetensors"), framework="pt") as f:
-        names = set(f.keys())  # a safe_open handle is not a container
-        name = next(n for n in ("model.decoder.embed_tokens.weight", "model.shared.weight") if n in names)
-        return float(f.get_tensor(name)[pad].norm())
+class ExportError(ValueError):
+    """A checkpoint CTranslate2 cannot represent, or a missing package; says why."""
 
 
 def vmap_lines(shortlist: Shortlist, src_vocab: Vocab, tgt_vocab: Vocab) -> list[str]:
@@ -46,48 +48,180 @@ def vmap_lines(shortlist: Shortlist, src_vocab: Vocab, tgt_vocab: Vocab) -> list
     return lines
 
 
+def unsupported(loaded: LoadedModel) -> list[str]:
+    """What in this model has no CTranslate2 Transformer counterpart (empty: exportable)."""
+    m = loaded.config.model
+    problems = []
+    if m.kind != "encoder_decoder":
+        problems.append(f"model.kind={m.kind} (only encoder-decoder models)")
+    if m.arch != "transformer":
+        problems.append(f"model.arch={m.arch} (only arch=transformer)")
+    if m.transition != "ffn":
+        problems.append(f"model.transition={m.transition} (only ffn)")
+    if m.local_window is not None:
+        problems.append("model.local_window (CTranslate2 attends to every position)")
+    if m.syntax_mask != "none":
+        problems.append(f"model.syntax_mask={m.syntax_mask} (no source trees in CTranslate2)")
+    if m.position_eval != "dense":
+        problems.append(f"model.position_eval={m.position_eval} (CTranslate2 uses positions 0..n-1)")
+    if loaded.factor_vocabs:
+        problems.append("factored source tokens")
+    return problems
+
+
+def _vocab_rows(vocab: Vocab, side: str) -> tuple[list[int], list[str]]:
+    """Our ids without PAD, and their token names, which CTranslate2 needs distinct."""
+    rows = [i for i in range(len(vocab)) if i != PAD]
+    names = [vocab.token(i) for i in rows]
+    seen: dict[str, int] = {}
+    for row, name in zip(rows, names, strict=True):
+        if name in seen:
+            raise ExportError(
+                f"the {side} vocabulary names ids {seen[name]} and {row} both {name!r}; "
+                "CTranslate2 needs one id per token"
+            )
+        seen[name] = row
+    return rows, names
+
+
+class _Tensors:
+    """The model's tensors by name, each taken at most once, so that a tensor the spec leaves
+    out is found rather than silently dropped."""
+
+    def __init__(self, state: dict[str, Tensor]) -> None:
+        self.state = {name: t.detach().float() for name, t in state.items()}
+        self.taken: set[str] = set()
+
+    def __call__(self, name: str) -> Tensor:
+        self.taken.add(name)
+        return self.state[name]
+
+    def left(self) -> list[str]:
+        return sorted(set(self.state) - self.taken)
+
+
+def _linear(spec: Any, weight: Tensor, bias: Tensor) -> None:
+    spec.weight, spec.bias = weight, bias
+
+
+def _norm(spec: Any, take: _Tensors, name: str) -> None:
+    spec.gamma, spec.beta = take(f"{name}.weight"), take(f"{name}.bias")
+
+
+def _sublayers(spec: Any, take: _Tensors, prefix: str, cross: bool) -> None:
+    """One encoder (cross=False) or decoder layer."""
+    w = take(f"{prefix}.self_attn.in_proj.weight")
+    b = take(f"{prefix}.self_attn.in_proj.bias")
+    _linear(spec.self_attention.linear[0], w, b)
+    out = f"{prefix}.self_attn.out_proj"
+    _linear(spec.self_attention.linear[1], take(f"{out}.weight"), take(f"{out}.bias"))
+    _norm(spec.self_attention.layer_norm, take, f"{prefix}.self_sub.norm")
+    if cross:
+        d = w.shape[1]
+        w = take(f"{prefix}.cross_attn.in_proj.weight")
+        b = take(f"{prefix}.cross_attn.in_proj.bias")
+        _linear(spec.attention.linear[0], w[:d], b[:d])  # queries from the decoder
+        _linear(spec.attention.linear[1], w[d:], b[d:])  # keys and values from the encoder
+        out = f"{prefix}.cross_attn.out_proj"
+        _linear(spec.attention.linear[2], take(f"{out}.weight"), take(f"{out}.bias"))
+        _norm(spec.attention.layer_norm, take, f"{prefix}.cross_sub.norm")
+    for ours, theirs in (("w1", spec.ffn.linear_0), ("w2", spec.ffn.linear_1)):
+        _linear(theirs, take(f"{prefix}.ffn.{ours}.weight"), take(f"{prefix}.ffn.{ours}.bias"))
+    _norm(spec.ffn.layer_norm, take, f"{prefix}.ffn_sub.norm")
+
+
+def _positions(take: _Tensors, side: str, loaded: LoadedModel) -> Tensor:
+    """The position table CTranslate2 adds: our learned one, or our sinusoids precomputed."""
+    m = loaded.config.model
+    if m.positions == "learned":
+        return take(f"{side}.positions.weight")
+    return sinusoid(torch.arange(max(SINUSOID_ROWS, m.max_positions)), m.d_model, m.pos_layout)
+
+
+def build_spec(loaded: LoadedModel) -> Any:
+    """The CTranslate2 TransformerSpec holding this model, vocabularies and config included."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    problems = unsupported(loaded)
+    if problems:
+        raise ExportError(f"{loaded.path}: CTranslate2 cannot represent {'; '.join(problems)}")
+    m = loaded.config.model
+    pre = m.norm == "pre"
+    spec = transformer_spec.TransformerSpec.from_config(
+        (m.encoder_layers, m.decoder_layers),
+        m.heads,
+        pre_norm=pre,
+        activation=getattr(common_spec.Activation, ACTIVATIONS[m.activation]),
+    )
+    take = _Tensors(loaded.model.state_dict())
+    src_rows, src_names = _vocab_rows(loaded.src_vocab, "source")
+    tgt_rows, tgt_names = _vocab_rows(loaded.tgt_vocab, "target")
+    scale = float(m.d_model**0.5) if m.scale_embeddings else 1.0
+    for stack, side, rows in ((spec.encoder, "src_embed", src_rows), (spec.decoder, "tgt_embed", tgt_rows)):
+        stack.scale_embeddings = scale
+        embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+        embeddings.weight = take(f"{side}.tokens.weight")[rows]
+        stack.position_encodings.encodings = _positions(take, side, loaded)
+    for side, stack, count in (
+        ("encoder", spec.encoder, m.encoder_layers),
+        ("decoder", spec.decoder, m.decoder_layers),
+    ):
+        for i in range(count):
+            _sublayers(stack.layer[i], take, f"{side}.layers.{i}", cross=side == "decoder")
+        if pre:
+            _norm(stack.layer_norm, take, f"{side}.final_norm")
+    weight = take("output.weight")
+    bias = take("output.bias") if "output.bias" in take.state else torch.zeros(weight.shape[0])
+    bias = bias.clone()
+    bias[BOS] = -torch.inf  # the decoder's start, never an output
+    _linear(spec.decoder.projection, weight[tgt_rows], bias[tgt_rows])
+    left = take.left()
+    if left:
+        raise ExportError(f"{loaded.path}: tensors with no CTranslate2 counterpart: {left[:5]}")
+    spec.register_source_vocabulary(src_names)
+    spec.register_target_vocabulary(tgt_names)
+    tgt = loaded.tgt_vocab
+    spec.config.unk_token = tgt.token(UNK)
+    spec.config.bos_token = tgt.token(BOS)
+    spec.config.eos_token = tgt.token(EOS)
+    spec.config.decoder_start_token = tgt.token(BOS)
+    spec.config.layer_norm_epsilon = m.layer_norm_eps
+    return spec
+
+
 def export_ctranslate2(
     checkpoint: Path,
     out: Path,
     quantization: str = "float32",
     force: bool = False,
     shortlist: Shortlist | None = None,
-) -> str | None:
-    """Write a CTranslate2 model directory (needs the `ctranslate2` and `transformers` packages);
-    `out` is replaced only if `export` wrote it (or `force`). A `shortlist` goes with it as its
-    vocabulary map (vmap.txt, used by `translate_batch(use_vmap=True)`). Returns a warning when
-    CTranslate2 will not decode exactly as we do (a decoder start embedding that is not zero)."""
+) -> None:
+    """Write a CTranslate2 model directory (needs the `ctranslate2` package); `out` is replaced
+    only if `export` wrote it (or `force`). A `shortlist` goes with it as its vocabulary map
+    (vmap.txt, used by `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
+    our tokens followed by EOS (`</s>`), as `transduce translate` encodes them."""
     if quantization not in QUANTIZATIONS:
-        raise MarianError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
+        raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
     try:
         import ctranslate2
     except ImportError:
-        raise MarianError("CTranslate2 export needs `pip install ctranslate2 transformers`") from None
+        raise ExportError("CTranslate2 export needs `pip install ctranslate2`") from None
     check_output_dir(Path(out), "export", [Path(checkpoint)], force)
+    loaded = load_model(Path(checkpoint))
+    spec = build_spec(loaded)
+
+    class Ready(ctranslate2.converters.Converter):
+        def _load(self) -> Any:
+            return spec
+
     with tempfile.TemporaryDirectory() as tmp:
-        hf_dir = Path(tmp) / "marian"
-        export_marian(checkpoint, hf_dir)
-        if not (hf_dir / "source.spm").exists():
-            raise MarianError(
-                f"{checkpoint}: CTranslate2's converter needs a sentencepiece vocabulary; this model "
-                "has a symbol vocabulary (generated task or parser)"
-            )
-        norm = start_row_norm(hf_dir)
         vmap = None
         if shortlist is not None:
-            loaded = load_model(Path(checkpoint))
             shortlist.check_model(len(loaded.src_vocab), len(loaded.tgt_vocab), "--shortlist")
             vmap = Path(tmp) / "vmap.txt"
             lines = vmap_lines(shortlist, loaded.src_vocab, loaded.tgt_vocab)
             vmap.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        converter = ctranslate2.converters.TransformersConverter(str(hf_dir))
         with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as staging:
-            converter.convert(
+            Ready().convert(
                 str(staging), vmap=None if vmap is None else str(vmap), quantization=quantization, force=True
             )
-    if norm == 0.0:
-        return None
-    return (
-        f"CTranslate2 starts Marian decoders from a zero vector, this model from its BOS embedding "
-        f"(norm {norm:.3g}), so CTranslate2's outputs may differ from transduce's and Hugging Face's"
-    )
