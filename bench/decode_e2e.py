@@ -4,10 +4,10 @@
         --test bench/out/l10n-de/test.en --refs bench/out/l10n-de/test.de
 
 The number users quote: raw text lines in, detokenised text out, tokenisation included, model
-loading not, for every engine alike. The checkpoint (Marian-compatible: pos_layout=halves,
-post-norm, sinusoidal, tied) is exported once into --work with `transduce export --format
-marian` and `--format ctranslate2` (float32, and `--quantization int8`); the peers run in their
-own venv (--peers) behind bench/peer.py. Engines:
+loading not, for every engine alike. The checkpoint is exported into --work with `transduce
+export --format ctranslate2` (float32, and `--quantization int8`) and, when Marian can hold it
+(post-norm, pos_layout=halves, tied), `--format marian` for HF (otherwise its rows are left out);
+the peers run in their own venv (--peers) behind bench/peer.py. Engines:
 
   transduce    `pipeline.translate_lines` as `transduce translate` runs it: float32 weights
                pre-packed for oneDNN, or `--quantize int8`; batches of --max-tokens source tokens
@@ -39,6 +39,7 @@ import argparse
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,10 +53,10 @@ from results import write_section
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import decode_options, output_rows, translate_lines
 from transduce.decode.shortlist import Shortlist
-from transduce.interop.ctranslate2 import export_ctranslate2
+from transduce.interop.ctranslate2 import ExportError, export_ctranslate2
 from transduce.interop.marian import MarianError, export_marian
 from transduce.metrics import corpus_scores
-from transduce.store.load import LoadedModel, load_for_decoding
+from transduce.store.load import LoadedModel, load_for_decoding, load_model
 
 # engine key (peer.py's names) -> (name shown, weights, the transduce output its text is compared
 # with, vocabulary: full, or the --shortlist (ours) and its export as a vocabulary map (CTranslate2))
@@ -75,15 +76,27 @@ SHORTLISTED = {
 WARMUP_LINES = 16
 
 
-def export(checkpoint: Path, work: Path, shortlist: Shortlist | None) -> None:
-    """The three models the peers load, written by transduce's own exporters (replaced every run,
-    so they always match the checkpoint), CTranslate2's with the shortlist as their vocabulary map."""
+def export(checkpoint: Path, work: Path, shortlist: Shortlist | None) -> str | None:
+    """The models the peers load, written by transduce's own exporters (replaced every run, so
+    they always match the checkpoint), CTranslate2's with the shortlist as their vocabulary map.
+    A model Marian cannot hold (pre-norm, say) gets only its sentencepiece files in work/hf, for
+    CTranslate2's tokenisation; returns why HF generate cannot run then (None: it can)."""
+    hf = work / "hf"
     try:
-        export_marian(checkpoint, work / "hf", force=True)
         for quantization in ("float32", "int8"):
             export_ctranslate2(checkpoint, work / f"ct2-{quantization}", quantization, True, shortlist)
-    except MarianError as exc:
+    except ExportError as exc:
         sys.exit(f"cannot export {checkpoint}: {exc}")
+    try:
+        export_marian(checkpoint, hf, force=True)
+        return None
+    except MarianError as exc:
+        loaded = load_model(checkpoint)
+        shutil.rmtree(hf, ignore_errors=True)
+        hf.mkdir(parents=True)
+        (hf / "source.spm").write_bytes(loaded.src_vocab.proto)
+        (hf / "target.spm").write_bytes(loaded.tgt_vocab.proto)
+        return str(exc)
 
 
 def cpu_name() -> str:
@@ -191,7 +204,10 @@ def main() -> None:
     longest = sorted(sorted(keep, key=lambda i: -len(sources[i]))[: args.longest])
     subsets = {f"all {len(keep)}": keep, f"{len(longest)} longest": longest}
 
-    export(args.checkpoint, args.work, args.listed)
+    args.no_hf = export(args.checkpoint, args.work, args.listed)
+    if args.no_hf:
+        del args.engines["hf"]
+        print(f"HF generate left out: {args.no_hf}")
     python = ensure_peers(args.peers)
     (args.work / "outputs").mkdir(exist_ok=True)
     rows = []
@@ -256,8 +272,9 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         f"Machine: {cpu_name()}, {len(os.sched_getaffinity(0))} CPUs available; "
         f"torch {torch.__version__}, Python {platform.python_version()}; peers: {peer_versions(python)}.  ",
         f"Model: {args.checkpoint} (d_model {m.d_model}, {m.encoder_layers}+{m.decoder_layers} layers, "
-        f"d_ff {m.d_ff}, {len(loaded.src_vocab)} pieces), exported with `transduce export --format marian` "
-        "and `--format ctranslate2` (`--quantization int8` for CTranslate2's int8 rows).  ",
+        f"d_ff {m.d_ff}, {m.norm}-norm, {len(loaded.src_vocab)} pieces), exported with `transduce export "
+        "--format ctranslate2` (`--quantization int8` for CTranslate2's int8 rows) and `--format marian` "
+        f"for HF{f' (not possible: {args.no_hf}; no HF rows)' if args.no_hf else ''}.  ",
         f"Test: {args.test}, blank lines left out: {' and '.join(dict.fromkeys(r['subset'] for r in rows))} "
         "lines (the longest by characters).",
         "",
@@ -298,11 +315,15 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         for r in rows
         if r["engine"] == "HF generate" and r["search"] == "beam 4"
     ]
+    versus_hf = (
+        f"beam 4 float32 vs HF generate {min(hf):.2f}x to {max(hf):.2f}x (target >= 2x)"
+        if hf
+        else "no HF rows for this model"
+    )
     lines += [
         "",
         f"Targets: ahead of CTranslate2 in {sum(x > 1 for x in ct2)} of {len(ct2)} rows (same weights; "
-        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); beam 4 float32 vs HF generate {min(hf):.2f}x to "
-        f"{max(hf):.2f}x (target >= 2x).",
+        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}.",
     ]
     print("\n".join(lines))
     if not args.no_write:

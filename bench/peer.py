@@ -2,7 +2,8 @@
 
     peer.py HF_DIR THREADS
 
-Loads the MarianMTModel in HF_DIR and the CTranslate2 models HF_DIR/../ct2-float32 and
+Loads the MarianMTModel in HF_DIR (when it holds one: else only its source.spm and target.spm,
+for CTranslate2's text requests) and the CTranslate2 models HF_DIR/../ct2-float32 and
 HF_DIR/../ct2-int8 (converted from HF_DIR with CTranslate2's converter when they are not there),
 all on THREADS threads. Reads one JSON request per line on stdin, answers one JSON line on stdout.
 Engines: "hf" (generate), "ct2" (float32), "ct2-int8"; for text, "ct2-vmap" and "ct2-int8-vmap"
@@ -144,8 +145,9 @@ def translate_ct2(
 def main() -> None:
     hf_dir, threads = Path(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
-    model = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
-    vocab = json.loads((hf_dir / "vocab.json").read_text())
+    marian = (hf_dir / "config.json").exists()  # else only the sentencepiece files, for CTranslate2
+    model = transformers.MarianMTModel.from_pretrained(hf_dir).eval() if marian else None
+    vocab = json.loads((hf_dir / "vocab.json").read_text()) if marian else {}
     translators = {}
     for kind, quant in (("ct2", "float32"), ("ct2-int8", "int8")):
         out = hf_dir.parent / f"ct2-{quant}"
@@ -163,7 +165,7 @@ def main() -> None:
             continue
         if text is None:
             text = (
-                transformers.MarianTokenizer.from_pretrained(hf_dir),
+                transformers.MarianTokenizer.from_pretrained(hf_dir) if marian else None,
                 sentencepiece.SentencePieceProcessor(model_file=str(hf_dir / "source.spm")),
                 sentencepiece.SentencePieceProcessor(model_file=str(hf_dir / "target.spm")),
             )
