@@ -1,4 +1,7 @@
-"""int8 dynamic quantisation: the split projection is exact, quantised logits stay close."""
+"""int8 dynamic quantisation: the split projection is exact, the int8 GEMM computes the
+quantised arithmetic (checked against a float emulation), quantised logits stay close."""
+
+import warnings
 
 import torch
 from tiny import train_tiny
@@ -10,7 +13,7 @@ from transduce.decode.search import beam_search
 from transduce.model import build_model
 from transduce.model.attention import FusedQKV
 from transduce.model.linears import SplitQKV
-from transduce.model.quantize import quantize_int8
+from transduce.model.quantize import Int8Linear, quantize_int8
 
 
 def small_model():
@@ -29,12 +32,43 @@ def test_split_projection_equals_fused_rows():
     )
 
 
+def emulated_int8(linear, x):
+    """The quantised arithmetic in float: weights rounded per row to 127 levels of max |row| / 127,
+    activations to 0..127 over their range [min(x, 0), max(x, 0)] with a zero point."""
+    w = linear.weight.detach()
+    w_step = w.abs().amax(1, keepdim=True) / 127
+    w_q = torch.round(w / w_step) * w_step
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    step = (high - low) / 127
+    zero = round(-low / step)
+    x_q = (torch.clamp(torch.round(x / step + zero), 0, 127) - zero) * step
+    return x_q @ w_q.T + linear.bias.detach()
+
+
+def test_int8_linear_computes_the_quantised_arithmetic():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 40)
+    x = torch.randn(2, 7, 48) * 3 + 0.5
+    quantised = Int8Linear(linear)
+    got = quantised(x)
+    assert got.shape == (2, 7, 40)
+    assert torch.allclose(got, emulated_int8(linear, x), atol=1e-4)
+    exact = linear(x).detach()
+    assert (got - exact).abs().max() < 0.05 * exact.abs().max()  # and close to float
+    assert quantised(x[:, :0]).shape == (2, 0, 40)  # no rows: no range to quantise over
+    positive = x.abs()  # a range that does not reach 0 still quantises 0 exactly
+    assert torch.allclose(quantised(positive), emulated_int8(linear, positive), atol=1e-4)
+
+
 def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
     model = small_model()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    q = quantize_int8(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q = quantize_int8(model)
+    assert not [w for w in caught if "deprecated" in str(w.message)]  # off torch.ao.quantization
     kinds = {type(m) for m in q.modules()}
-    assert torch.ao.nn.quantized.dynamic.Linear in kinds
+    assert Int8Linear in kinds
     assert torch.nn.Linear not in kinds and FusedQKV not in kinds
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     src = torch.randint(4, 200, (4, 12))

@@ -1,24 +1,63 @@
 """Dynamic int8 quantisation for CPU inference: int8 weights, activations quantised on the fly.
 
-Every linear map becomes torch's dynamically quantised Linear: the FFNs, attention output
-projections, the fused Q/K/V projections (split into a query and a key/value part, so that
-cross-attention still projects only what it needs) and the output projection (untied from the
-embedding, which stays float). Embeddings, layer norms and attention arithmetic stay float32.
+Every linear map becomes an `Int8Linear` on oneDNN's int8 GEMM (the kernels PyTorch's own
+x86 quantisation lowers to): the FFNs, attention output projections, the fused Q/K/V projections
+(split into a query and a key/value part, so that cross-attention still projects only what it
+needs) and the output projection (untied from the embedding, which stays float). Embeddings,
+layer norms and attention arithmetic stay float32. Weights are plain int8 tensors with one scale
+per output row; nothing goes through `torch.ao.quantization` or quantized tensor types, which
+PyTorch has deprecated.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .linears import with_plain_linears
+
+# Activations use 7 bits: x86 CPUs without VNNI sum pairs of u8 x s8 products in 16 bits, which
+# full 8-bit activations can overflow (fbgemm reduces the range on x86 for the same reason).
+ACTIVATION_MAX = 127
+WEIGHT_MAX = 127
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W stored as int8 rows times a float scale each (max |row| / 127) and x
+    quantised per call to unsigned 7-bit integers over its own range (scale and zero point)."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scale = weight.abs().amax(1).clamp_min(torch.finfo(torch.float32).tiny) / WEIGHT_MAX
+        rows = torch.round(weight / scale[:, None]).clamp_(-WEIGHT_MAX, WEIGHT_MAX).to(torch.int8)
+        self.out_features = linear.out_features
+        self.register_buffer("packed", torch.ops.onednn.qlinear_prepack(rows, None), persistent=False)
+        self.register_buffer("scale", scale, persistent=False)
+        self.register_buffer("zero", torch.zeros(len(scale), dtype=torch.long), persistent=False)
+        bias = None if linear.bias is None else linear.bias.detach().float().clone()
+        self.register_buffer("bias", bias, persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(-1, x.shape[-1]).float()
+        if flat.shape[0] == 0:
+            return x.new_zeros(*x.shape[:-1], self.out_features)
+        low, high = (float(v) for v in torch.aminmax(flat))
+        step = (max(high, 0.0) - min(low, 0.0)) / ACTIVATION_MAX or 1.0
+        zero = round(-min(low, 0.0) / step)
+        levels = flat.mul(1.0 / step).add_(zero).round_().clamp_(0, ACTIVATION_MAX).to(torch.uint8)
+        out = torch.ops.onednn.qlinear_pointwise(
+            levels, step, zero, self.packed, self.scale, self.zero, self.bias,
+            1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
+        return out.reshape(*x.shape[:-1], self.out_features)
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
     """An int8 copy of a model for CPU decoding (the original is left untouched)."""
     model = with_plain_linears(model)
-    with warnings.catch_warnings():  # torch announces a future API for quantised tensors
-        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*deprecated", category=UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    for parent in list(model.modules()):
+        for name, child in parent.named_children():
+            if type(child) is nn.Linear:
+                setattr(parent, name, Int8Linear(child))
+    return model
