@@ -339,7 +339,7 @@ def non_empty(src: Path, out: Path, limit: int | None = None) -> list[int]:
     return where they were."""
     lines = read_lines(src)[:limit]
     empty = [i for i, line in enumerate(lines) if not line.strip()]
-    out.write_text("".join(line + "\n" for line in lines if line.strip()), encoding="utf-8")
+    write_text_atomic(out, "".join(line + "\n" for line in lines if line.strip()))
     return empty
 
 
@@ -720,7 +720,7 @@ def run(args: argparse.Namespace) -> Path:
     src, tgt = args.src, args.tgt
     for lang in (src, tgt):  # the dev set validated during training: its first --dev-lines lines
         dev = read_lines(args.data / f"dev.{lang}")[: args.dev_lines]
-        (run_dir / "data" / f"dev.{lang}").write_text("".join(line + "\n" for line in dev), encoding="utf-8")
+        write_text_atomic(run_dir / "data" / f"dev.{lang}", "".join(line + "\n" for line in dev))
     python = ensure_toolkits()
     kind = TOOLKIT_CLASSES[args.toolkit]
     runner = Runner(python, args.threads, run_dir, kind.env)
@@ -731,8 +731,7 @@ def run(args: argparse.Namespace) -> Path:
         path = run_dir / file
         if not path.exists():
             result = make()
-            path.with_suffix(".tmp").write_text(json.dumps(result, indent=1))
-            os.replace(path.with_suffix(".tmp"), path)
+            write_text_atomic(path, json.dumps(result, indent=1))
         return json.loads(path.read_text())
 
     prepared = phase("prepare.json", lambda: {"commands": toolkit.prepare()})
@@ -794,9 +793,7 @@ def run(args: argparse.Namespace) -> Path:
         "planned": {"updates": updates, "validate_every": every},
         "commands": [*prepared["commands"], timing["command"], trained["command"], decoded["command"]],
     }
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, result_path)
+    write_text_atomic(result_path, json.dumps(result, indent=1))
     print(
         f"{name}: {result['updates']} updates in {result['minutes']:.2f} min, "
         f"test BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f} -> {result_path}"
