@@ -173,10 +173,7 @@ def output_matrix(model: nn.Module) -> tuple[Tensor, Tensor | None]:
     """The float (vocab, d) weight and bias of an encoder-decoder's output projection, in
     whichever form decoding gave it (as trained, plain, packed for oneDNN or int8)."""
     output: Any = model.output
-    weight = output.weight() if callable(output.weight) else output.weight  # int8: a method
-    bias = output.bias() if callable(getattr(output, "bias", None)) else getattr(output, "bias", None)
-    if weight.is_quantized:
-        weight = weight.dequantize()
+    weight, bias = output.weight, output.bias
     return weight.detach().float(), None if bias is None else bias.detach().float()
 
 

@@ -32,11 +32,17 @@ class Int8Linear(nn.Module):
         scale = weight.abs().amax(1).clamp_min(torch.finfo(torch.float32).tiny) / WEIGHT_MAX
         rows = torch.round(weight / scale[:, None]).clamp_(-WEIGHT_MAX, WEIGHT_MAX).to(torch.int8)
         self.out_features = linear.out_features
+        self.register_buffer("rows", rows, persistent=False)
         self.register_buffer("packed", torch.ops.onednn.qlinear_prepack(rows, None), persistent=False)
         self.register_buffer("scale", scale, persistent=False)
         self.register_buffer("zero", torch.zeros(len(scale), dtype=torch.long), persistent=False)
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
         self.register_buffer("bias", bias, persistent=False)
+
+    @property
+    def weight(self) -> Tensor:
+        """The float weight this layer computes with (its int8 rows times their scales)."""
+        return self.rows.float() * self.scale[:, None]
 
     def forward(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, x.shape[-1]).float()
