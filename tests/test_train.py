@@ -105,7 +105,8 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(str(step_checkpoints(run / "checkpoints")[-1] / "model.safetensors"))
 
 
-def test_resume_gives_identical_parameters(tmp_path, monkeypatch):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_resume_gives_identical_parameters(tmp_path, monkeypatch, precision):
     counted = []  # target tokens of every batch trained on, counted from the batches themselves
     real = Trainer.train_step
 
@@ -114,11 +115,12 @@ def test_resume_gives_identical_parameters(tmp_path, monkeypatch):
         return real(self, batches)
 
     monkeypatch.setattr(Trainer, "train_step", counting)
-    straight = tiny_config("train.steps=12", "train.save_every=6")
+    straight = tiny_config("train.steps=12", "train.save_every=6", f"train.precision={precision}")
     first = Trainer(straight, tmp_path / "a", show_progress=False)
     first.fit()
     assert first.state.tokens == sum(counted) > 0
-    Trainer(tiny_config("train.steps=6", "train.save_every=6"), tmp_path / "b", show_progress=False).fit()
+    half = tiny_config("train.steps=6", "train.save_every=6", f"train.precision={precision}")
+    Trainer(half, tmp_path / "b", show_progress=False).fit()
     resumed = Trainer(straight, tmp_path / "b", show_progress=False)
     resumed.fit(resume=True)
     assert resumed.state.step == 12
@@ -367,3 +369,17 @@ def test_early_stopping_on_a_synthetic_metric_sequence(tmp_path, monkeypatch, me
 def test_a_best_metric_the_data_does_not_have_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"train\.best_metric='bleu' is not computed on task data"):
         Trainer(tiny_config("train.best_metric=bleu"), tmp_path / "r", show_progress=False)
+
+
+def test_fp16_overflow_lowers_the_loss_scale_and_is_not_a_bad_step(tmp_path):
+    """train.precision=fp16 with a loss scale far too high: the first updates overflow and are
+    skipped while the scale halves, then training goes on (max_bad_steps=1 would stop it at the
+    first non-finite loss)."""
+    cfg = tiny_config("train.precision=fp16", "train.steps=3", "train.save_every=3", "train.max_bad_steps=1")
+    trainer = Trainer(cfg, tmp_path / "r", show_progress=False)
+    trainer.scaler = torch.amp.GradScaler(trainer.device.type, init_scale=2.0**40)
+    trainer.fit()
+    assert trainer.state.step == 3 and trainer.state.skipped >= 1 and trainer.state.bad_in_row == 0
+    assert trainer.scaler.get_scale() <= 2.0**39
+    saved = load_checkpoint(step_checkpoints(tmp_path / "r" / "checkpoints")[-1], with_trainer=True)
+    assert saved.trainer is not None and saved.trainer["scaler"]["scale"] == trainer.scaler.get_scale()

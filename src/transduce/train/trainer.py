@@ -8,6 +8,7 @@ accumulating k batches computes the same update as k ranks with one batch each.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import math
 import shutil
@@ -62,6 +63,13 @@ class StepStats:
     grad_norm: float
 
 
+class Skipped(enum.Enum):
+    """Why `train_step` made no update."""
+
+    NON_FINITE = "non-finite loss or gradient"
+    OVERFLOW = "fp16 gradients overflowed at this loss scale"  # the scaler lowers it and goes on
+
+
 @dataclass
 class TrainState:
     """Counters saved with every checkpoint."""
@@ -103,9 +111,7 @@ class Trainer:
         self.state = TrainState()
         self.saved_step = 0  # the newest step a checkpoint holds
         self.logger: RunLogger | None = None
-        self.scaler = torch.amp.GradScaler(
-            "cuda", enabled=cfg.train.precision == "fp16" and self.device.type == "cuda"
-        )
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.train.precision == "fp16")
         self.checkpoints = self.run_dir / "checkpoints"
         self.origin: InitSource | None = None  # set by init_from, kept across resumes
 
@@ -129,6 +135,10 @@ class Trainer:
             restore_optimizer(self.optimizer, ck.trainer["optimizer"], ck.trainer_tensors)
             self.sampler.load_state_dict(ck.trainer["sampler"])
             torch.set_rng_state(ck.trainer_tensors["rng.torch"])
+            if self.device.type == "cuda" and "rng.cuda" in ck.trainer_tensors:
+                torch.cuda.set_rng_state(ck.trainer_tensors["rng.cuda"], self.device)
+            if self.scaler.is_enabled() and ck.trainer.get("scaler"):
+                self.scaler.load_state_dict(ck.trainer["scaler"])
             state = dict(ck.trainer["state"])
             if "best_loss" in state:  # checkpoints written before train.best_metric
                 state["best_value"] = state.pop("best_loss")
@@ -226,7 +236,11 @@ class Trainer:
             "optimizer": opt_scalars,
             "sampler": self.sampler.state_dict(),
             "state": self.state.__dict__,
+            "scaler": self.scaler.state_dict(),  # fp16's loss scale ({} when not scaling)
         }
+        rng = {"rng.torch": torch.get_rng_state()}
+        if self.device.type == "cuda":  # dropout on CUDA draws from the device's generator
+            rng["rng.cuda"] = torch.cuda.get_rng_state(self.device)
         save_checkpoint(
             path,
             state_tensors(self.model),
@@ -234,7 +248,7 @@ class Trainer:
             meta,
             vocab_files(self.data.dir),
             trainer,
-            {**opt_tensors, "rng.torch": torch.get_rng_state()},
+            {**opt_tensors, **rng},
         )
         self.saved_step = self.state.step
         self._prune()
@@ -266,8 +280,9 @@ class Trainer:
         dtype = torch.bfloat16 if p == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def train_step(self, batches: list[Batch]) -> StepStats | None:
-        """One optimizer update over `batches`; None if the loss or gradient was not finite."""
+    def train_step(self, batches: list[Batch]) -> StepStats | Skipped:
+        """One optimizer update over `batches`, or why there was none: a non-finite loss or
+        gradient, or (fp16) gradients that overflowed only because of the loss scale."""
         targets = [self.objective.targets(b) for b in batches]
         tokens = torch.tensor([float(sum(int(t.ne(IGNORE).sum()) for t in targets))], device=self.device)
         if self.env.world > 1:
@@ -296,9 +311,11 @@ class Trainer:
         clip = self.cfg.train.clip_norm or math.inf
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
         if not (math.isfinite(float(sums[0])) and math.isfinite(norm)):
+            scaled = self.scaler.is_enabled() and self.scaler.get_scale() >= 1.0
+            overflow = scaled and math.isfinite(float(sums[0]))
             self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.update()
-            return None
+            self.scaler.update()  # halves the loss scale after an overflow
+            return Skipped.OVERFLOW if overflow else Skipped.NON_FINITE
         lr = self.schedule(self.state.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -436,7 +453,14 @@ class Trainer:
                 ]
                 stats = self.train_step(batches)
                 self.state.train_seconds += time.monotonic() - began
-                if stats is None:
+                if stats is Skipped.OVERFLOW:
+                    self.state.skipped += 1
+                    logger.text(
+                        f"step {self.state.step}: {stats.value}, update skipped; loss scale now "
+                        f"{self.scaler.get_scale():g}"
+                    )
+                    continue
+                if stats is Skipped.NON_FINITE:
                     self.state.skipped += 1
                     self.state.bad_in_row += 1
                     logger.text(
