@@ -159,6 +159,8 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ),
     ("--threads -1", lambda r, t: ["translate", str(r), "--threads", "-1"], "--threads must be a positive"),
     ("--quantize fp4", lambda r, t: ["translate", str(r), "--quantize", "fp4"], "allowed: none, int8"),
+    ("--device tpu", lambda r, t: ["translate", str(r), "--device", "tpu"], "allowed: auto, cpu, cuda"),
+    ("--device cuda:99", lambda r, t: ["translate", str(r), "--device", "cuda:99"], "--device cuda:99: "),
     (
         "unknown metadata key",
         lambda r, t: ["translate", str(edit_meta(checkpoint_copy(r, t), lambda m: m.update(colour="red")))],

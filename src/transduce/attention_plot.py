@@ -35,8 +35,12 @@ class Example:
         return ["<s>", *(loaded.tgt_vocab.token(i) for i in self.tgt_ids)]
 
     def forward(self, model: EncoderDecoder) -> ModelOutput:
-        """The teacher-forced pass over this example (<s> + target as decoder input)."""
-        return model(encode_sources([self.src_ids]), torch.tensor([[BOS, *self.tgt_ids]]), **self.source)
+        """The teacher-forced pass over this example (<s> + target as decoder input), on the
+        model's device."""
+        device = next(model.parameters()).device
+        source = {k: v.to(device) for k, v in self.source.items()}
+        tgt = torch.tensor([[BOS, *self.tgt_ids]], device=device)
+        return model(encode_sources([self.src_ids]).to(device), tgt, **source)
 
 
 def make_example(loaded: LoadedModel, source: str, target: str | None, trees: Path | None = None) -> Example:
@@ -49,7 +53,9 @@ def make_example(loaded: LoadedModel, source: str, target: str | None, trees: Pa
         raise ValueError(f"the source has {len(src_ids)} tokens; plots take at most {MAX_PLOT_TOKENS}")
     extra = annotation_tensors(encoded.annotations, len(src_ids) + 1) if encoded.annotations else {}
     if target is None:
-        tgt_ids = greedy(loaded.model, encode_sources([src_ids]), source=extra)[0].tokens
+        device = next(loaded.model.parameters()).device
+        src, on_device = encode_sources([src_ids]).to(device), {k: v.to(device) for k, v in extra.items()}
+        tgt_ids = greedy(loaded.model, src, source=on_device)[0].tokens
     else:
         tgt_ids = loaded.tgt_vocab.encode(target)
     return Example(src_ids, tgt_ids, extra)
@@ -65,7 +71,7 @@ def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list
     for name, calls in records.items():
         side, module = name.split(".")[0], name.split(".")[-1]
         kind = "cross" if module == "cross_attn" else side
-        kinds[kind].extend(w[0] for w in calls)
+        kinds[kind].extend(w[0].cpu() for w in calls)
     return kinds
 
 
@@ -93,7 +99,7 @@ def check_selection(
 @torch.no_grad()
 def ponder_steps(model: EncoderDecoder, example: Example) -> dict[str, Tensor]:
     """ACT steps per position by side: 'encoder' over the source + EOS, 'decoder' over <s> + target."""
-    return {side: p.steps[0] for side, p in example.forward(model).ponder.items()}
+    return {side: p.steps[0].cpu() for side, p in example.forward(model).ponder.items()}
 
 
 def plot_attention(

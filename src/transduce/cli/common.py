@@ -109,23 +109,27 @@ def user_errors(*kinds: type[Exception]) -> Iterator[None]:
         fail(str(exc))
 
 
-def loaded_model(checkpoint: Path, quantize: str | None = None, threads: int | None = None) -> LoadedModel:
-    """The model behind a checkpoint or run directory (prepared for decoding when `quantize` is
-    given), or a clear error and exit status 2."""
+def loaded_model(
+    checkpoint: Path, quantize: str | None = None, threads: int | None = None, device: str = "auto"
+) -> LoadedModel:
+    """The model behind a checkpoint or run directory (prepared for decoding on `device` when
+    `quantize` is given; else on the CPU), or a clear error and exit status 2."""
     from ..store.checkpoint import CheckpointError
     from ..store.load import load_for_decoding, load_model
 
     with user_errors(CheckpointError, ValueError):
         if quantize is None:
             return load_model(checkpoint)
-        return load_for_decoding(checkpoint, quantize, threads)
+        return load_for_decoding(checkpoint, quantize, threads, device)
 
 
-def loaded_models(checkpoints: list[Path], quantize: str, threads: int | None) -> list[LoadedModel]:
+def loaded_models(
+    checkpoints: list[Path], quantize: str, threads: int | None, device: str = "auto"
+) -> list[LoadedModel]:
     """Each checkpoint prepared for decoding (several: an ensemble's members), or a clear error."""
     if not checkpoints:
         fail("give at least one CHECKPOINT")
-    return [loaded_model(c, quantize, threads) for c in checkpoints]
+    return [loaded_model(c, quantize, threads, device) for c in checkpoints]
 
 
 class RateColumn(ProgressColumn):
@@ -187,6 +191,13 @@ Force = Annotated[
     ),
 ]
 Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch (>= 1).")]
+Device = Annotated[
+    str,
+    typer.Option(
+        help="auto (the first CUDA device when there is one, else the CPU; the CPU for --quantize "
+        "int8), cpu, cuda or cuda:N."
+    ),
+]
 Quantize = Annotated[
     str,
     typer.Option(

@@ -15,6 +15,7 @@ from .common import (
     Alpha,
     Beam,
     Checkpoints,
+    Device,
     Greedy,
     NumSamples,
     Quantize,
@@ -134,6 +135,7 @@ def translate(
         typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
     ] = None,
     quantize: Quantize = "none",
+    device: Device = "auto",
     shortlist: ShortlistFile = None,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
@@ -149,7 +151,7 @@ def translate(
 
     inputs = [p for p in (input, src_trees, prefix) if p is not None]
     _check_output(output, inputs)
-    loaded = loaded_models(checkpoints, quantize, threads)
+    loaded = loaded_models(checkpoints, quantize, threads, device)
     _check_output(output, [m.path for m in loaded])
     listed = read_shortlist(shortlist)
     opts = _options(
@@ -264,6 +266,7 @@ def evaluate(
     ] = None,
     threads: Threads = None,
     quantize: Quantize = "none",
+    device: Device = "auto",
     shortlist: ShortlistFile = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
@@ -277,7 +280,7 @@ def evaluate(
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
-            _evaluate_parse(checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads)
+            _evaluate_parse(checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads, device)
             return
         if hyp is not None:
             if not refs:
@@ -286,7 +289,7 @@ def evaluate(
             return
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
-        loaded = loaded_models(checkpoints, quantize, threads)
+        loaded = loaded_models(checkpoints, quantize, threads, device)
         listed = read_shortlist(shortlist)
         opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
         if split is not None:
@@ -331,6 +334,7 @@ def score(
     ] = None,
     threads: Threads = None,
     quantize: Quantize = "none",
+    device: Device = "auto",
 ) -> None:
     """Forced decoding: how probable the model finds each target given its source.
 
@@ -342,7 +346,7 @@ def score(
     from ..decode.pipeline import score_lines
 
     _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])
-    loaded = loaded_models(checkpoints, quantize, threads)
+    loaded = loaded_models(checkpoints, quantize, threads, device)
     _check_output(output, [m.path for m in loaded])
     sources, targets = _read_input(src), _read_input(tgt)
     if len(sources) != len(targets):
@@ -367,6 +371,7 @@ def _evaluate_parse(
     alpha: float | None,
     quantize: str,
     threads: int | None,
+    device: str,
 ) -> None:
     """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
     from ..data.trees import read_treebank
@@ -379,7 +384,7 @@ def _evaluate_parse(
     elif not checkpoints:
         fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
     else:
-        loaded = loaded_models(checkpoints, quantize, threads)
+        loaded = loaded_models(checkpoints, quantize, threads, device)
         score = evaluate_parser(loaded, golds, _options(loaded[0], beam=beam, alpha=alpha, nbest=1), greedy)
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "

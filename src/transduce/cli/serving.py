@@ -8,6 +8,7 @@ import typer
 
 from .common import (
     Checkpoints,
+    Device,
     Quantize,
     ShortlistFile,
     Threads,
@@ -64,6 +65,7 @@ def serve(
     ] = 10.0,
     threads: Threads = None,
     quantize: Quantize = "none",
+    device: Device = "auto",
     shortlist: ShortlistFile = None,
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
@@ -82,7 +84,7 @@ def serve(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = loaded_models(checkpoints, quantize, threads)
+    loaded = loaded_models(checkpoints, quantize, threads, device)
     listed = read_shortlist(shortlist)
     with user_errors(ValueError):
         application = create_app(loaded, limits, key, listed)

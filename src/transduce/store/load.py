@@ -103,10 +103,15 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
 QUANTIZE = ("none", "int8")
 
 
-def load_for_decoding(path: Path, quantize: str = "none", threads: int | None = None) -> LoadedModel:
-    """`load_model`, then int8 dynamic quantisation, or (float32) weights pre-packed for the CPU
-    kernels; a copy of the model is made either way, the loaded weights stay untouched.
+def load_for_decoding(
+    path: Path, quantize: str = "none", threads: int | None = None, device: str = "auto"
+) -> LoadedModel:
+    """`load_model` on `device` (`choose_device`: CUDA when present), then, on the CPU, int8
+    quantisation or (float32) weights pre-packed for the CPU kernels; on the CPU a copy of the
+    model is made either way, the loaded weights stay untouched. On CUDA the model is used as
+    loaded (int8 is refused there: its kernels are the CPU's).
     `threads`: PyTorch's CPU threads for this process (default: its own choice)."""
+    from ..device import choose_device
     from ..model.packed import pack_for_cpu
     from ..model.quantize import quantize_int8
 
@@ -116,8 +121,10 @@ def load_for_decoding(path: Path, quantize: str = "none", threads: int | None = 
         torch.set_num_threads(threads)
     if quantize not in QUANTIZE:
         raise ValueError(f"--quantize {quantize!r}: allowed: {', '.join(QUANTIZE)}")
-    loaded = load_model(path)
-    loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
+    on = choose_device(device, cpu_only=quantize == "int8")
+    loaded = load_model(path, on)
+    if on.type == "cpu":
+        loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
     return loaded
 
 

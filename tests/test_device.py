@@ -1,0 +1,54 @@
+"""The decoding device's choice (CUDA when present, the CPU for int8) and what each gets: CPU
+models are packed or quantised, CUDA models are used as loaded. CUDA is simulated here by
+patching torch.cuda's queries; the real thing is in test_gpu.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny import train_tiny
+
+from transduce.device import choose_device
+from transduce.model.packed import PackedLinear
+from transduce.model.quantize import Int8Linear
+from transduce.store.load import load_for_decoding
+
+ROWS = [  # name, int8, CUDA devices present, chosen device or error fragment
+    ("auto", False, 0, "cpu"),
+    ("auto", False, 2, "cuda"),
+    ("auto", True, 2, "cpu"),
+    ("cpu", False, 2, "cpu"),
+    ("cuda", False, 1, "cuda"),
+    ("cuda:1", False, 2, "cuda:1"),
+    ("cuda", False, 0, "no CUDA device is available"),
+    ("cuda:2", False, 2, "there are 2 CUDA devices"),
+    ("cuda", True, 1, "--quantize int8 runs on the CPU only"),
+    ("tpu", False, 1, "allowed: auto, cpu, cuda, cuda:N"),
+    ("cuda:x", False, 1, "allowed: auto, cpu, cuda, cuda:N"),
+    ("", False, 0, "allowed: auto, cpu, cuda, cuda:N"),
+]
+
+
+@pytest.mark.parametrize(("name", "int8", "present", "expected"), ROWS)
+def test_device_choice(monkeypatch, name, int8, present, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: present > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: present)
+    if expected in ("cpu", "cuda", "cuda:1"):
+        assert choose_device(name, cpu_only=int8) == torch.device(expected)
+    else:
+        with pytest.raises(ValueError, match=expected):
+            choose_device(name, cpu_only=int8)
+
+
+def _linear_kinds(model: torch.nn.Module) -> set[str]:
+    return {
+        type(m).__name__
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear | PackedLinear | Int8Linear)
+    }
+
+
+def test_cpu_decoding_packs_or_quantises(tmp_path):
+    run = train_tiny(tmp_path / "r", 1)
+    assert _linear_kinds(load_for_decoding(run, "none", device="cpu").model) == {"PackedLinear"}
+    assert _linear_kinds(load_for_decoding(run, "int8", device="auto").model) == {"Int8Linear"}
