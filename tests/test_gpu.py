@@ -1,0 +1,173 @@
+"""On CUDA, what the CPU suite checks on the CPU: cached decoding equals the full forward pass,
+beam search finds the brute-force optimum, the CPU-only packing stays off, mixed-precision
+training steps track fp32 (fp16 with loss scaling), resume is exact, torchrun with NCCL, and the
+server answering on a CUDA model. Marked `gpu`, skipped without CUDA (`bench/gpu.sh` runs them on
+a lent device; CI never needs them). TRANSDUCE_TEST_DEVICE=cpu runs the same tests on the CPU,
+to check the tests themselves."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+import torch
+from serving import Server
+from test_search import Uncached
+from tiny import TINY, tiny_config, train_tiny
+from tiny_models import batch, tiny_model
+
+from transduce.data.batching import collate
+from transduce.data.vocab import BOS, EOS, UNK
+from transduce.decode.search import beam_search, greedy, length_penalty
+from transduce.decode.translate import decode_all
+from transduce.model.packed import PackedLinear
+from transduce.serve import create_app
+from transduce.store.checkpoint import step_checkpoints
+from transduce.store.load import load_for_decoding, load_model
+from transduce.train.trainer import Skipped, Trainer
+
+DEVICE = torch.device(os.environ.get("TRANSDUCE_TEST_DEVICE", "cuda"))
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(DEVICE.type == "cuda" and not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+
+@pytest.fixture
+def no_tf32():
+    """Exact float32 matrix products (no TF32), so tolerances are float32's."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_cached_search_equals_the_full_forward_pass_and_the_cpu(no_tf32):
+    for norm in ("post", "pre"):
+        cpu = tiny_model(vocab=15, seed=3, overrides=[f"model.norm={norm}"])
+        model = tiny_model(vocab=15, seed=3, overrides=[f"model.norm={norm}"]).to(DEVICE)
+        src = batch([[4, 7, 9, 5, 11], [8, 6], [12, 13, 14]])
+        for beam in (1, 3):
+            cached = beam_search(model, src.to(DEVICE), beam=beam, nbest=beam, max_len_b=6)
+            full = beam_search(Uncached(model), src.to(DEVICE), beam=beam, nbest=beam, max_len_b=6)
+            on_cpu = beam_search(cpu, src, beam=beam, nbest=beam, max_len_b=6)
+            tokens = [[h.tokens for h in n] for n in cached]
+            assert tokens == [[h.tokens for h in n] for n in full] == [[h.tokens for h in n] for n in on_cpu]
+            for a, b in zip(itertools.chain(*cached), itertools.chain(*on_cpu), strict=True):
+                assert math.isclose(a.score, b.score, abs_tol=1e-4)
+        assert [h.tokens for h in greedy(model, src.to(DEVICE))] == [h.tokens for h in greedy(cpu, src)]
+
+
+def _sequence_log_prob(model, src, seq):
+    tgt_in = torch.tensor([[BOS, *seq[:-1]]], device=src.device)
+    logp = model(src, tgt_in).logits[0].float().log_softmax(-1)
+    return float(sum(logp[i, t] for i, t in enumerate(seq)))
+
+
+@torch.no_grad()
+def test_exhaustive_beam_finds_the_brute_force_optimum(no_tf32):
+    for seed in range(3):
+        model = tiny_model(seed=seed).to(DEVICE)
+        src = torch.tensor([[4, 5, 4, EOS]], device=DEVICE)
+        for alpha in (0.0, 0.6):
+            best = (-math.inf, None)
+            for n in range(4):
+                for w in itertools.product([UNK, 4, 5], repeat=n):
+                    seq = [*w, EOS] if n < 3 else list(w)
+                    if seq:
+                        score = _sequence_log_prob(model, src, seq) / length_penalty(len(seq), alpha)
+                        best = max(best, (score, list(w)))
+            hyp = beam_search(model, src, beam=40, alpha=alpha, max_len_a=0.0, max_len_b=3)[0][0]
+            assert hyp.tokens == best[1] and math.isclose(hyp.score, best[0], abs_tol=1e-4)
+
+
+def test_decoding_loads_onto_the_device_without_cpu_packing(tmp_path):
+    run = train_tiny(tmp_path / "r", 2)
+    loaded = load_for_decoding(run, "none", device=str(DEVICE))
+    assert next(loaded.model.parameters()).device.type == DEVICE.type
+    packed = any(isinstance(m, PackedLinear) for m in loaded.model.modules())
+    assert packed == (DEVICE.type == "cpu")  # oneDNN's packed weights are the CPU's alone
+
+
+@pytest.mark.parametrize(("precision", "rel"), [("bf16", 2e-2), ("fp16", 5e-3)])
+def test_mixed_precision_step_tracks_fp32(tmp_path, precision, rel):
+    stats, trainers = {}, {}
+    for p in ("fp32", precision):
+        trainer = Trainer(tiny_config(f"train.precision={p}"), tmp_path / p, show_progress=False)
+        assert trainer.device.type == DEVICE.type
+        stats[p] = trainer.train_step([collate(trainer.train_split, next(iter(trainer.sampler)))])
+        trainers[p] = trainer
+    assert not isinstance(stats[precision], Skipped), stats[precision]
+    assert stats[precision].loss == pytest.approx(stats["fp32"].loss, rel=rel)
+    assert stats[precision].loss != stats["fp32"].loss  # autocast really ran in low precision
+    assert all(p.dtype == torch.float32 for p in trainers[precision].model.parameters())
+    if precision == "fp16":
+        assert trainers["fp16"].scaler.is_enabled()
+
+
+def test_fp16_overflow_skips_the_update_and_lowers_the_scale(tmp_path):
+    trainer = Trainer(tiny_config("train.precision=fp16"), tmp_path / "r", show_progress=False)
+    trainer.scaler = torch.amp.GradScaler(DEVICE.type, init_scale=2.0**40)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    step = trainer.train_step([collate(trainer.train_split, next(iter(trainer.sampler)))])
+    assert step is Skipped.OVERFLOW and trainer.scaler.get_scale() == 2.0**39
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_resume_is_exact(tmp_path, precision):
+    """With dropout (the device's random generator) and each precision's state (fp16's scale)."""
+    common = ("model.dropout=0.1", f"train.precision={precision}", "train.save_every=4")
+    straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
+    straight.fit()
+    Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
+    resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)
+    resumed.fit(resume=True)
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_torchrun_one_process_trains(tmp_path):
+    """torchrun --nproc_per_node 1: the process group is NCCL on CUDA (gloo on the CPU)."""
+    run = tmp_path / "run"
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "1",
+        "--master_port",
+        "29541",
+    ]
+    train = ["-m", "transduce", "train", "small", *TINY, "train.steps=3", "train.save_every=3"]
+    done = subprocess.run(
+        [*launch, *train, "--run-dir", str(run), "--no-progress"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(step_checkpoints(run / "checkpoints")) == 1
+
+
+def test_server_answers_on_a_device_model(tmp_path):
+    run = train_tiny(tmp_path / "r", 20)
+    on_device = load_for_decoding(run, "none", device=str(DEVICE))
+    reference = load_model(run)
+    with Server(create_app(on_device)) as server:
+        answer = httpx.post(
+            f"{server.url}/translate", json={"segments": ["1 2 3", "4 5"], "beam": 2}, timeout=60
+        )
+        attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert attention.status_code == 200, attention.text
+    options = reference.config.decode.model_copy(update={"beam": 2})
+    want = decode_all(reference.model, [reference.src_vocab.encode(s) for s in ("1 2 3", "4 5")], options)
+    assert [t["text"] for t in answer.json()["translations"]] == [
+        reference.tgt_vocab.decode(h[0].tokens) for h in want
+    ]
+    shown = attention.json()  # a row per target token (</s> included), a column per source token
+    assert len(shown["weights"]) == len(shown["target"]) and len(shown["weights"][0]) == len(shown["source"])
