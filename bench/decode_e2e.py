@@ -11,8 +11,8 @@ the peers run in their own venv (--peers) behind bench/peer.py. Engines:
 
   transduce    `pipeline.translate_lines` as `transduce translate` runs it: float32 weights
                pre-packed for oneDNN, or `--quantize int8`; batches of --max-tokens source tokens
-  CTranslate2  sentencepiece, one `translate_batch(max_batch_size=--max-tokens,
-               batch_type="tokens")` (its recommended batching), float32 or int8 model
+  CTranslate2  sentencepiece, `translate_batch` per length-sorted batch of --max-tokens padded
+               source tokens (the same batches), float32 or int8 model
   HF generate  MarianTokenizer, `generate` on length-sorted batches of --max-tokens padded
                source tokens, batch_decode; float32 only (generate has no int8 CPU path of its
                own; torch's dynamic quantisation is what transduce's int8 already is)
@@ -24,8 +24,8 @@ match; HF and transduce int8 with transduce float32), and scored with BLEU when 
 given. Beam 4 uses --alpha as every engine's length penalty: transduce divides by
 ((5 + |Y|) / 6)^alpha, CTranslate2 and HF by |Y|^alpha, so beam outputs may differ there
 (--alpha 0 makes the search criteria equal). Output lengths follow the checkpoint's
-a * |source| + b: per sentence for transduce, per batch (its longest source) for HF, per call
-(the longest source) for CTranslate2. With --shortlist FILE (`transduce shortlist` of the
+a * |source| + b: per sentence for transduce, per batch (its longest source) for HF and
+CTranslate2, which have no per-sentence limit. With --shortlist FILE (`transduce shortlist` of the
 model's training data), every row is also run with the shortlist: transduce `--shortlist`,
 CTranslate2 with it exported as its vocabulary map (`use_vmap`); those rows compare with
 transduce's shortlisted output and speed, and transduce's with its full-vocabulary output, so
@@ -242,6 +242,7 @@ def main() -> None:
                             "engine": name,
                             "seconds": seconds,
                             "same": None if same is None else same / len(lines),
+                            "words": sum(len(line.split()) for line in outputs[engine]),
                             "bleu": corpus_scores(outputs[engine], subset_refs).bleu if subset_refs else None,
                         }
                     )
@@ -281,8 +282,8 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         "Timed: raw lines in, detokenised text out (model loading not timed, for any engine); median of "
         f"{args.reps} repetitions, engines interleaved, after a warm-up. transduce: `translate_lines`, "
         "as `transduce translate` (float32 weights pre-packed for oneDNN; int8 = `--quantize int8`). "
-        "CTranslate2: sentencepiece, one `translate_batch` with `max_batch_size="
-        f'{args.max_tokens}, batch_type="tokens"`, `inter_threads=1, intra_threads=threads`. HF: '
+        "CTranslate2: sentencepiece, `translate_batch` per length-sorted batch of <= "
+        f"{args.max_tokens} padded source tokens, `inter_threads=1, intra_threads=threads`. HF: "
         f"MarianTokenizer, `generate` on length-sorted batches of <= {args.max_tokens} padded source "
         "tokens, `batch_decode`; no int8 rows (generate has no int8 CPU path beyond torch's dynamic "
         "quantisation, which is what transduce's int8 is). transduce batches by the same "
@@ -291,13 +292,14 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         f"Search: greedy, or beam 4 with length penalty alpha = {args.alpha} for every engine: transduce "
         "divides by ((5 + |Y|) / 6)^alpha, CTranslate2 and HF by |Y|^alpha (no exact counterpart). "
         f"Maximum output length {d.max_len_a} x |source| + {d.max_len_b}: per sentence (transduce), per "
-        "batch's longest source (HF), per call's longest source (CTranslate2). Beam stopping is each "
-        "engine's default. \"same\": share of lines whose text equals transduce's for the same lines, "
+        "batch's longest source (HF and CTranslate2, which have no per-sentence limit). Beam stopping is "
+        'each engine\'s default; "words": output words, the work each engine did. "same": share of '
+        "lines whose text equals transduce's for the same lines, "
         "search and weights (HF's against transduce float32, transduce int8's against transduce float32).",
         "",
         "| lines | search | weights | vocabulary | threads | engine | seconds | sentences/s | transduce "
-        "faster by | same | BLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "faster by | same | words | BLEU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         base = base_of(r)
@@ -307,7 +309,8 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         lines.append(
             f"| {r['subset']} | {r['search']} | {r['weights']} | {r['vocabulary']} | {r['threads']} | "
             f"{r['engine']} | "
-            f"{r['seconds']:.2f} | {r['lines'] / r['seconds']:.1f} | {faster} | {same} | {bleu} |"
+            f"{r['seconds']:.2f} | {r['lines'] / r['seconds']:.1f} | {faster} | {same} | {r['words']} | "
+            f"{bleu} |"
         )
     ct2 = [r["seconds"] / base_of(r)["seconds"] for r in rows if r["engine"] == "CTranslate2"]
     hf = [

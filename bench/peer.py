@@ -16,9 +16,11 @@ Outputs are forced to exactly n tokens (EOS blocked before n), so every engine d
 Text (bench/decode_e2e.py), timed from raw lines to detokenised text as a user would run it:
   {"engine": e, "beam": k, "alpha": a, "max_len_a": x, "max_len_b": y, "max_tokens": m,
    "lines": [text]} -> {"seconds": t, "outputs": [text]}
-CTranslate2 gets the sentencepiece pieces of every line plus </s> in one `translate_batch` call
-(its own length sorting, batches of m tokens, one length limit x * longest + y for the call);
-HF tokenises with MarianTokenizer, generates length-sorted batches of at most m padded source
+CTranslate2 gets the sentencepiece pieces of every line plus </s>, one `translate_batch` call per
+length-sorted batch of at most m padded source tokens (transduce's and HF's batches), each with
+the limit x * the batch's longest + y: CTranslate2 has no per-sentence limit, and one call over
+all lines would let a weak model's degenerate outputs run to the longest line's limit; HF
+tokenises with MarianTokenizer, generates length-sorted batches of at most m padded source
 tokens (limit x * the batch's longest + y new tokens) and decodes with batch_decode. Both take a
 as their length penalty: score / |Y|^a, where transduce divides by ((5 + |Y|) / 6)^a.
 """
@@ -126,20 +128,25 @@ def translate_ct2(
     target: sentencepiece.SentencePieceProcessor,
     req: dict,
 ) -> list[str]:
-    """Text through sentencepiece, one translate_batch call in CTranslate2's recommended way."""
+    """Text through sentencepiece, translate_batch per length-sorted batch (each with its own
+    length limit, as HF's generate gets), detokenised; input order."""
     tokens = [[*pieces, "</s>"] for pieces in source.encode(req["lines"], out_type=str)]
-    longest = max(len(t) for t in tokens) - 1
-    results = translator.translate_batch(
-        tokens,
-        max_batch_size=req["max_tokens"],
-        batch_type="tokens",
-        beam_size=req["beam"],
-        length_penalty=req["alpha"],
-        use_vmap=req["engine"].endswith("-vmap"),  # the exported shortlist (vmap.txt)
-        max_decoding_length=int(req["max_len_a"] * longest + req["max_len_b"]),
-        max_input_length=0,  # no truncation, as transduce
-    )
-    return target.decode([r.hypotheses[0] for r in results])
+    hypotheses: list[list[str]] = [[] for _ in tokens]
+    for batch in length_batches([len(t) for t in tokens], req["max_tokens"]):
+        longest = max(len(tokens[i]) for i in batch) - 1
+        results = translator.translate_batch(
+            [tokens[i] for i in batch],
+            max_batch_size=req["max_tokens"],
+            batch_type="tokens",
+            beam_size=req["beam"],
+            length_penalty=req["alpha"],
+            use_vmap=req["engine"].endswith("-vmap"),  # the exported shortlist (vmap.txt)
+            max_decoding_length=int(req["max_len_a"] * longest + req["max_len_b"]),
+            max_input_length=0,  # no truncation, as transduce
+        )
+        for i, result in zip(batch, results, strict=True):
+            hypotheses[i] = result.hypotheses[0]
+    return target.decode(hypotheses)
 
 
 def main() -> None:
