@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transduce"
 LAYERS = {
     "config": 0,
     "fileio": 0,
+    "device": 0,
     "data": 1,
     "model": 2,
     "evalb": 2,
