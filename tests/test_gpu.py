@@ -17,13 +17,13 @@ import httpx
 import pytest
 import torch
 from serving import Server
-from test_search import Uncached
+from test_search import Uncached, brute_force_best
 from tiny import TINY, tiny_config, train_tiny
 from tiny_models import batch, tiny_model
 
 from transduce.data.batching import collate
-from transduce.data.vocab import BOS, EOS, UNK
-from transduce.decode.search import beam_search, greedy, length_penalty
+from transduce.data.vocab import EOS
+from transduce.decode.search import beam_search, greedy
 from transduce.decode.translate import decode_all
 from transduce.model.packed import PackedLinear
 from transduce.serve import create_app
@@ -64,27 +64,15 @@ def test_cached_search_equals_the_full_forward_pass_and_the_cpu(no_tf32):
         assert [h.tokens for h in greedy(model, src.to(DEVICE))] == [h.tokens for h in greedy(cpu, src)]
 
 
-def _sequence_log_prob(model, src, seq):
-    tgt_in = torch.tensor([[BOS, *seq[:-1]]], device=src.device)
-    logp = model(src, tgt_in).logits[0].float().log_softmax(-1)
-    return float(sum(logp[i, t] for i, t in enumerate(seq)))
-
-
 @torch.no_grad()
 def test_exhaustive_beam_finds_the_brute_force_optimum(no_tf32):
     for seed in range(3):
         model = tiny_model(seed=seed).to(DEVICE)
         src = torch.tensor([[4, 5, 4, EOS]], device=DEVICE)
         for alpha in (0.0, 0.6):
-            best = (-math.inf, None)
-            for n in range(4):
-                for w in itertools.product([UNK, 4, 5], repeat=n):
-                    seq = [*w, EOS] if n < 3 else list(w)
-                    if seq:
-                        score = _sequence_log_prob(model, src, seq) / length_penalty(len(seq), alpha)
-                        best = max(best, (score, list(w)))
+            score, tokens = brute_force_best(model, src, limit=3, alpha=alpha)
             hyp = beam_search(model, src, beam=40, alpha=alpha, max_len_a=0.0, max_len_b=3)[0][0]
-            assert hyp.tokens == best[1] and math.isclose(hyp.score, best[0], abs_tol=1e-4)
+            assert hyp.tokens == tokens and math.isclose(hyp.score, score, abs_tol=1e-4)
 
 
 def test_decoding_loads_onto_the_device_without_cpu_packing(tmp_path):

@@ -18,8 +18,8 @@ def tiny_model(vocab=6, seed=0, norm="post", transition="ffn"):
 def sequence_log_prob(model, src, seq):
     from transduce.data.vocab import BOS
 
-    tgt_in = torch.tensor([[BOS, *seq[:-1]]]) if seq else torch.tensor([[BOS]])
-    logp = model(src, tgt_in).logits[0].log_softmax(-1)
+    tgt_in = torch.tensor([[BOS, *seq[:-1]]] if seq else [[BOS]], device=src.device)
+    logp = model(src, tgt_in).logits[0].float().log_softmax(-1)
     return float(sum(logp[i, t] for i, t in enumerate(seq)))
 
 

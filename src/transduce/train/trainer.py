@@ -310,9 +310,9 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         clip = self.cfg.train.clip_norm or math.inf
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
-        if not (math.isfinite(float(sums[0])) and math.isfinite(norm)):
-            scaled = self.scaler.is_enabled() and self.scaler.get_scale() >= 1.0
-            overflow = scaled and math.isfinite(float(sums[0]))
+        finite_loss = math.isfinite(float(sums[0]))
+        if not (finite_loss and math.isfinite(norm)):
+            overflow = finite_loss and self.scaler.is_enabled() and self.scaler.get_scale() >= 1.0
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update()  # halves the loss scale after an overflow
             return Skipped.OVERFLOW if overflow else Skipped.NON_FINITE
