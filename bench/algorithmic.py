@@ -81,6 +81,8 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     ],
     "offset_per_stack": ["model.position_randomisation=offset", "model.position_draw=per_stack"],
     "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
+    # tensor2tensor's own: a new offset at every recurrent step of each stack
+    "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
 }
 # The paper's Table 3 (char acc, seq acc at length 400) and its LTE table; one "Universal Transformer"
 # row, which the paper does not say is with or without ACT, so it stands beside both of ours.

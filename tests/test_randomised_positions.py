@@ -198,6 +198,29 @@ def test_universal_randomises_the_position_part_of_every_step(mode, draw):
         assert (seen["decoder"][0] == seen["encoder"][0][:6]) == (draw == "shared")
 
 
+def test_universal_per_step_draws_a_new_offset_at_every_step():
+    """tensor2tensor's `step_preprocess`: each recurrent step of each stack its own offset in
+    [0, n), drawn from the seeded stream in step order, encoder first."""
+    src, tgt = src_tgt()
+    model = model_with("universal", "offset", "model.position_draw=per_step").train()
+    starts: dict[tuple[str, int], set[int]] = {}
+    for seed in range(40):
+        torch.manual_seed(seed)
+        seen = ut_positions(model, src, tgt)
+        torch.manual_seed(seed)
+        encoder = [int(torch.randint(9, ())) for _ in range(3)]
+        expected = encoder + [int(torch.randint(6, ())) for _ in range(2)]
+        got = [steps[0] for side in ("encoder", "decoder") for steps in seen[side]]
+        assert got == expected
+        for side, n in (("encoder", 9), ("decoder", 6)):
+            for t, positions in enumerate(seen[side]):
+                assert positions == list(range(positions[0], positions[0] + n))
+                starts.setdefault((side, t), set()).add(positions[0])
+    assert all(len(s) > 1 for s in starts.values())  # every step draws, not only the first
+    dense = {"encoder": [list(range(9))] * 3, "decoder": [list(range(6))] * 2}
+    assert ut_positions(model.eval(), src, tgt) == dense  # evaluation: 0..n-1 at every step
+
+
 @pytest.mark.parametrize("arch", ["transformer", "universal"])
 def test_seeded_training_passes_agree(arch):
     src, tgt = src_tgt()

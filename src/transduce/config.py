@@ -81,11 +81,12 @@ class ModelConfig(_Section):
         "lies on average; needs position_randomisation='subset' and an encoder-decoder with "
         "sinusoidal positions)",
     )
-    position_draw: Literal["shared", "per_stack"] = Field(
+    position_draw: Literal["shared", "per_stack", "per_step"] = Field(
         "shared",
         description="who draws randomised positions: shared (one draw per training pass; the encoder and "
-        "the decoder take its first positions, so source and target position i match) or per_stack "
-        "(each its own, as tensor2tensor does)",
+        "the decoder take its first positions, so source and target position i match), per_stack "
+        "(each stack its own) or per_step (a Universal Transformer's every recurrent step its own, "
+        "as tensor2tensor does; per_stack for other stacks)",
     )
     position_range: int = Field(
         2048,

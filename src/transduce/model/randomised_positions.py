@@ -13,10 +13,14 @@ are new to it. Two remedies draw the positions of each training pass at random i
 Who draws (`model.position_draw`): `shared` (the default) draws once per training pass of an
 encoder-decoder, for the longer of its source and target, and each stack takes the first n
 positions of that draw, so source position i and target position i keep one encoding, as they
-do at evaluation; `per_stack` lets the encoder and the decoder draw their own, as tensor2tensor
-does (with it, a Transformer trained on copy at lengths 1..40 had not learned even those lengths
-after 1000 updates: see bench/RESULTS.md). Models without a target (classifiers, language models)
-draw per stack either way. A Universal Transformer draws once per pass, not once per step.
+do at evaluation; `per_stack` lets the encoder and the decoder draw their own (with it, a
+Transformer trained on copy at lengths 1..40 had not learned even those lengths after 1000
+updates: see bench/RESULTS.md); `per_step` draws anew at every recurrent step of each stack of
+a Universal Transformer, which is what tensor2tensor does (its `step_preprocess` adds the
+position signal inside the step function, and `position_start_index="random"` draws the offset
+there; a stack of distinct layers adds positions once, so there `per_step` is `per_stack`).
+Models without a target (classifiers, language models) draw per stack at least. With `shared`
+and `per_stack` a Universal Transformer's steps share their stack's draw.
 
 Draws come from torch's global CPU generator: the stream `train.seed` seeds and every checkpoint
 saves, so runs repeat exactly and resume exactly. Only modules in training mode draw.
@@ -39,7 +43,7 @@ import torch
 from torch import Tensor
 
 MODES = ("none", "offset", "subset")
-DRAWS = ("shared", "per_stack")
+DRAWS = ("shared", "per_stack", "per_step")
 EVALUATIONS = ("dense", "spread")
 
 

@@ -10,7 +10,8 @@ step's weight is the remainder R = 1 - sum of earlier p. The output is the weigh
 step states (weights sum to 1); a halted position's state is frozen. Ponder cost = steps + R.
 
 In training mode `randomisation` may replace the positions pos of P^t by randomly drawn ones
-(randomised_positions.py), drawn once per pass and shared by all steps; PE(t) is unchanged.
+(randomised_positions.py), drawn once per pass for all steps, or for each step with
+`per_step`; PE(t) is unchanged.
 
 Decoding with a cache runs every new position through all T steps (halted ones frozen), so
 each step's cache holds keys/values of every earlier position, exactly as a full pass has.
@@ -82,7 +83,10 @@ class UniversalStack(nn.Module):
         weights = []
         state = x
         pos = self.position_signal(n, inputs.offset, inputs.strides)
+        redraw = self.training and self.randomisation.draw_for == "per_step"
         for t in range(self.steps):
+            if redraw and t:
+                pos = self.position_signal(n, inputs.offset, inputs.strides)
             coordinates = (pos + self.positions(1, t + 1)).to(x.dtype)  # P^t = PE(pos) + PE(t)
             new = self.layer(state + coordinates, inputs.layer(t, caches))
             if self.halt is None:
