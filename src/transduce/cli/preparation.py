@@ -17,7 +17,9 @@ from .common import Force, Overrides, app, console, fail, out_option, stdout, us
 def inspect(
     source: Annotated[
         str,
-        typer.Argument(help="A preset (small, base, big, parse), a config file, or a checkpoint directory."),
+        typer.Argument(
+            help="A preset (small, base, big, parse, small-fast), a config file, or a checkpoint directory."
+        ),
     ],
     overrides: Overrides = None,
     src_vocab: Annotated[int, typer.Option(help="Source vocabulary size (ignored for checkpoints).")] = 37000,
