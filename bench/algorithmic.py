@@ -248,6 +248,8 @@ def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
 
 
 def table(results: list[dict], args: argparse.Namespace, command: str, folder: Path) -> list[str]:
+    """The section: the length-generalisation table, then the Learning-to-Execute table (its
+    tasks are tested in distribution, so their headline is the dev split)."""
     lines = [
         f"## Algorithmic tasks: length generalisation ({time.strftime('%Y-%m-%d')})",
         "",
@@ -260,28 +262,15 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         f"Transformer {args.layers}+{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); "
         f"{args.steps} steps of {args.max_tokens}-token batches; greedy decoding. Mean ± standard "
         "deviation over seeds (n).",
-        "",
-        "| task | model | positions | n | char acc | seq acc | paper char / seq | dev char / seq "
-        "| ACT steps enc / dec | CPU min |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (task, model, positions), rows in groups(results).items():
-        papers_setting = (
-            args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
-        )
-        paper = PAPER.get(task, {}).get("ut" if model == "ut_act" else model) if papers_setting else None
-        ponder = [
-            spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
-            for side in ("encoder", "decoder")
-            if f"{side}_ponder_mean" in rows[0]["ponder_test"]
-        ]
-        lines.append(
-            f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
-            f"{spread([r['seq'] for r in rows])} | {f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
-            f"{statistics.fmean(r['dev_char'] for r in rows):.2f} / "
-            f"{statistics.fmean(r['dev_seq'] for r in rows):.2f} | {' / '.join(ponder) or '-'} | "
-            f"{statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
-        )
+    grouped = groups(results)
+    long = {key: rows for key, rows in grouped.items() if not TASKS[key[0]].lte}
+    lte = {key: rows for key, rows in grouped.items() if TASKS[key[0]].lte}
+    if long:
+        lines += ["", *table_rows(long, args, f"at length {args.test_len}", dev=True)]
+    if lte:
+        heading = f"Learning to Execute memorisation, length {args.lte_len} (dev split, in distribution):"
+        lines += ["", heading, "", *table_rows(lte, args, f"at length {args.lte_len}", dev=False)]
     lines += [
         "",
         "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
@@ -291,6 +280,39 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         "evaluation in the invocation that finished the run. The curve over test lengths: "
         f"`{(folder / 'accuracy_by_length.png').relative_to(HERE.parent)}`.",
     ]
+    return lines
+
+
+def table_rows(
+    grouped: dict[tuple[str, str, str], list[dict]], args: argparse.Namespace, where: str, dev: bool
+) -> list[str]:
+    """One markdown table: a row per (task, model, positions), the paper's numbers beside ours."""
+    lines = [
+        f"| task | model | positions | n | char acc {where} | seq acc | paper char / seq "
+        + ("| dev char / seq " if dev else "")
+        + "| ACT steps enc / dec | CPU min |",
+        "|---|---|---|---|---|---|---|" + ("---|" if dev else "") + "---|---|",
+    ]
+    for (task, model, positions), rows in grouped.items():
+        papers_setting = (
+            args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
+        )
+        paper = PAPER.get(task, {}).get("ut" if model == "ut_act" else model) if papers_setting else None
+        ponder = [
+            spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
+            for side in ("encoder", "decoder")
+            if f"{side}_ponder_mean" in rows[0]["ponder_test"]
+        ]
+        dev_cell = (
+            f"{statistics.fmean(r['dev_char'] for r in rows):.2f} / "
+            f"{statistics.fmean(r['dev_seq'] for r in rows):.2f} | "
+        )
+        lines.append(
+            f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
+            f"{spread([r['seq'] for r in rows])} | {f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
+            + (dev_cell if dev else "")
+            + f"{' / '.join(ponder) or '-'} | {statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
+        )
     return lines
 
 

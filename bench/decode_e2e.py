@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 from decode import HERE, PEERS, Peer, ensure_peers
-from results import write_section
+from results import cpu_name, write_section
 
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import decode_options, output_rows, translate_lines
@@ -97,16 +97,6 @@ def export(checkpoint: Path, work: Path, shortlist: Shortlist | None) -> str | N
         (hf / "source.spm").write_bytes(loaded.src_vocab.proto)
         (hf / "target.spm").write_bytes(loaded.tgt_vocab.proto)
         return str(exc)
-
-
-def cpu_name() -> str:
-    """The CPU model, for the results (platform.processor() is empty on most Linux systems)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def peer_versions(python: Path) -> str:

@@ -9,7 +9,10 @@ l10n-de-data (bench/out/l10n-de-data-<N> for another size). A recipe is a preset
 joined by '+': `small` is bench/mt.py's recipe (the small preset: post-norm, 3+3 layers of 256,
 dropout 0.1, label smoothing 0.1, 4096-token batches, warmup 400), `small+prenorm+dropout0`
 the same with two changes (CHANGES lists them), so that an ablation is a list of recipes that
-differ by one change. Each run is `transduce train` for --minutes of training time on
+differ by one change. `small-fast` is the preset of that name with 4,000 pieces (what the README
+recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes that each undo
+or vary one of its choices (postnorm, dropout0.1, ls0, lr1, lr4, warmup1000, batch4k, layers3,
+width192, vocab2k, vocab8k, avg5). Each run is `transduce train` for --minutes of training time on
 --threads thread(s) (train.max_minutes: validations are not counted; their wall time is
 reported), with dev BLEU (greedy, the whole dev set) every --minutes / --curve-points; then
 the final weights (or, with `avg5`, the mean of the last five checkpoints, saved every
@@ -42,7 +45,7 @@ from pathlib import Path
 
 from l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from l10n_corpus import build as build_corpus
-from results import spread, write_section
+from results import cpu_name, spread, write_section
 
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
@@ -105,8 +108,36 @@ CHANGES = {
     "avg5": Change((), average=True, why="the mean of the last five checkpoints (every 1/20 of the budget)"),
     "vocab4k": Change((), vocab_size=4000, why="4,000 shared pieces: cheaper output layer, longer inputs"),
     "vocab16k": Change((), vocab_size=16000, why="16,000 shared pieces: shorter inputs, costlier output"),
+    # The ablation of small-fast: each undoes or varies one of its choices.
+    "postnorm": Change(("model.norm=post",), why="layer norm after each sublayer (the 2017 paper's)"),
+    "dropout0.1": Change(("model.dropout=0.1",), why="dropout 0.1 (the paper's rate for its base model)"),
+    "lr1": Change(("train.lr_scale=1",), why="the paper's learning rate schedule unscaled"),
+    "lr4": Change(("train.lr_scale=4",), why="four times the paper's learning rate at every step"),
+    "batch4k": Change(("data.max_tokens=4096",), why="4096-token batches: fewer, larger updates"),
+    "layers3": Change(
+        ("model.encoder_layers=3", "model.decoder_layers=3"), why="3+3 layers: deeper, fewer updates"
+    ),
+    "width192": Change(
+        ("model.d_model=192", "model.d_ff=768"), why="layers of 192 (d_ff 768): wider, fewer updates"
+    ),
+    "vocab2k": Change((), vocab_size=2000, why="2,000 shared pieces: cheaper output layer, longer inputs"),
+    "vocab8k": Change((), vocab_size=8000, why="8,000 shared pieces: shorter inputs, costlier output"),
 }
-BASE = {"small": ("small", ("train.warmup=400", "model.pos_layout=halves"))}  # bench/mt.py's recipe
+
+
+@dataclass(frozen=True)
+class Base:
+    """A recipe's starting point: a preset, overrides to it, and its vocabulary (None: --vocab-size)."""
+
+    preset: str
+    overrides: tuple[str, ...] = ()
+    vocab_size: int | None = None
+
+
+BASE = {
+    "small": Base("small", ("train.warmup=400", "model.pos_layout=halves")),  # bench/mt.py's recipe
+    "small-fast": Base("small-fast", vocab_size=4000),  # the preset as the README recommends it
+}
 
 
 @dataclass(frozen=True)
@@ -119,18 +150,19 @@ class Recipe:
 
 def recipe(name: str) -> Recipe:
     """The preset, overrides, averaging and vocabulary of a recipe name such as
-    `small+prenorm+dropout0` (the last change that sets a vocabulary size wins)."""
+    `small+prenorm+dropout0` (the last change that sets a vocabulary size wins, else the base's)."""
     base, *changes = name.split("+")
     if base not in BASE:
         raise SystemExit(f"unknown base recipe {base!r}; allowed: {', '.join(BASE)}")
     unknown = [c for c in changes if c not in CHANGES]
     if unknown:
         raise SystemExit(f"unknown change(s) {', '.join(unknown)}; allowed: {', '.join(CHANGES)}")
-    preset, overrides = BASE[base]
-    sizes = [CHANGES[c].vocab_size for c in changes if CHANGES[c].vocab_size is not None]
+    start = BASE[base]
+    sizes = [start.vocab_size, *(CHANGES[c].vocab_size for c in changes)]
+    sizes = [size for size in sizes if size is not None]
     return Recipe(
-        preset,
-        [*overrides, *(o for c in changes for o in CHANGES[c].overrides)],
+        start.preset,
+        [*start.overrides, *(o for c in changes for o in CHANGES[c].overrides)],
         any(CHANGES[c].average for c in changes),
         sizes[-1] if sizes else None,
     )
@@ -188,6 +220,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     wall = time.monotonic()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)  # resumes an interrupted run
     wall_minutes = (time.monotonic() - wall) / 60
+    load = os.getloadavg()[2]  # what else ran: a time budget buys fewer updates on a busy machine
     last = step_checkpoints(run / "checkpoints")[-1]
     state = json.loads((last / "trainer.json").read_text(encoding="utf-8"))["state"]
     weights = final_weights(run, chosen.average)
@@ -208,6 +241,8 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "threads": args.threads,
         "minutes": state["train_seconds"] / 60,
         "wall_minutes_this_invocation": wall_minutes,
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count()},
+        "load_average_15min_at_end": load,
         "updates": state["step"],
         "target_tokens": state.get("tokens"),
         "test": {
@@ -312,28 +347,35 @@ def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list
 
 
 def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:
+    """Dev BLEU against training minutes, one panel per budget (the 60-minute comparison apart
+    from the shorter screens), one colour and marker per system, the legend under each panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for k, ((name, budget), rows) in enumerate(sorted(groups.items())):
-        color = f"C{k % 10}"
-        for i, r in enumerate(rows):
-            points = [p for p in r["curve"] if "dev_bleu" in p]
-            label = f"{name} ({budget:g} min)" if i == 0 else None
-            ax.plot(
-                [p["minutes"] for p in points],
-                [p["dev_bleu"] for p in points],
-                "o-",
-                color=color,
-                label=label,
-            )
-    ax.set_xlabel("training minutes")
-    ax.set_ylabel("dev BLEU")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    budgets = sorted({budget for _, budget in groups}, reverse=True)
+    most = max(sum(b == budget for _, b in groups) for budget in budgets)
+    height = 5 + 0.15 * most  # room for the legends
+    fig, axes = plt.subplots(1, len(budgets), figsize=(7 * len(budgets), height), squeeze=False)
+    for ax, budget in zip(axes[0], budgets, strict=True):
+        names = sorted(name for name, b in groups if b == budget)
+        for k, name in enumerate(names):
+            style = {"color": plt.get_cmap("tab20")(k % 20), "marker": "osD^v<>"[k // 20 % 7]}
+            for i, r in enumerate(groups[(name, budget)]):
+                points = [p for p in r["curve"] if "dev_bleu" in p]
+                ax.plot(
+                    [p["minutes"] for p in points],
+                    [p["dev_bleu"] for p in points],
+                    "-",
+                    label=name if i == 0 else None,
+                    **style,
+                )
+        ax.set_title(f"{budget:g}-minute runs (every seed)")
+        ax.set_xlabel("training minutes")
+        ax.set_ylabel("dev BLEU")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

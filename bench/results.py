@@ -1,8 +1,10 @@
-"""Writing one benchmark's section of bench/RESULTS.md, replaced in place on every run."""
+"""Shared by the benchmarks: writing one section of bench/RESULTS.md (replaced in place on
+every run), a mean ± spread cell, and the CPU's name."""
 
 from __future__ import annotations
 
 import os
+import platform
 import statistics
 from pathlib import Path
 
@@ -30,3 +32,13 @@ def spread(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f}"
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+def cpu_name() -> str:
+    """The CPU model, for the results (platform.processor() is empty on most Linux systems)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
