@@ -126,26 +126,20 @@ CHANGES = {
 
 
 @dataclass(frozen=True)
-class Base:
-    """A recipe's starting point: a preset, overrides to it, and its vocabulary (None: --vocab-size)."""
+class Recipe:
+    """What a recipe name stands for: a preset, overrides to it, whether to average the last
+    checkpoints, and the shared vocabulary's size (None: --vocab-size)."""
 
     preset: str
     overrides: tuple[str, ...] = ()
+    average: bool = False
     vocab_size: int | None = None
 
 
 BASE = {
-    "small": Base("small", ("train.warmup=400", "model.pos_layout=halves")),  # bench/mt.py's recipe
-    "small-fast": Base("small-fast", vocab_size=4000),  # the preset as the README recommends it
+    "small": Recipe("small", ("train.warmup=400", "model.pos_layout=halves")),  # bench/mt.py's recipe
+    "small-fast": Recipe("small-fast", vocab_size=4000),  # the preset as the README recommends it
 }
-
-
-@dataclass(frozen=True)
-class Recipe:
-    preset: str
-    overrides: list[str]
-    average: bool
-    vocab_size: int | None
 
 
 def recipe(name: str) -> Recipe:
@@ -162,8 +156,8 @@ def recipe(name: str) -> Recipe:
     sizes = [size for size in sizes if size is not None]
     return Recipe(
         start.preset,
-        [*start.overrides, *(o for c in changes for o in CHANGES[c].overrides)],
-        any(CHANGES[c].average for c in changes),
+        (*start.overrides, *(o for c in changes for o in CHANGES[c].overrides)),
+        start.average or any(CHANGES[c].average for c in changes),
         sizes[-1] if sizes else None,
     )
 

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from transduce.config import MAX_CONFIG_BYTES, ConfigError, ModelConfig, check_positions, load_config
+from transduce.config import (
+    MAX_CONFIG_BYTES,
+    PRESETS,
+    ConfigError,
+    ModelConfig,
+    check_positions,
+    load_config,
+)
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -162,7 +169,7 @@ def test_bad_config_is_refused_promptly_naming_the_fault(tmp_path, name, content
 
 
 def test_shipped_configs_and_presets_stay_within_bounds():
-    for source in ["small", "base", "big", "parse", "small-fast", *map(str, sorted(CONFIGS.glob("*.toml")))]:
+    for source in [*PRESETS, *map(str, sorted(CONFIGS.glob("*.toml")))]:
         load_config(source)
 
 

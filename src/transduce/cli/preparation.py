@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..config import ConfigError
+from ..config import PRESETS, ConfigError
 from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
 
 
@@ -17,9 +17,7 @@ from .common import Force, Overrides, app, console, fail, out_option, stdout, us
 def inspect(
     source: Annotated[
         str,
-        typer.Argument(
-            help="A preset (small, base, big, parse, small-fast), a config file, or a checkpoint directory."
-        ),
+        typer.Argument(help=f"A preset ({', '.join(PRESETS)}), a config file, or a checkpoint directory."),
     ],
     overrides: Overrides = None,
     src_vocab: Annotated[int, typer.Option(help="Source vocabulary size (ignored for checkpoints).")] = 37000,
