@@ -29,6 +29,7 @@ import torch
 from results import write_section
 
 from transduce.config import load_config
+from transduce.cpu_memory import retain_freed_memory
 from transduce.data.vocab import BOS, EOS, SentencePieceVocab
 from transduce.decode.search import beam_search, greedy
 from transduce.interop.marian import export_marian, marian_layout
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=40, help="output tokens per sentence")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    retain_freed_memory()  # as load_for_decoding does for `transduce translate` on the CPU
     python = ensure_peers()
     rows = []
     for preset in args.presets:

@@ -29,8 +29,8 @@ CTranslate2, which have no per-sentence limit. With --shortlist FILE (`transduce
 model's training data), every row is also run with the shortlist: transduce `--shortlist`,
 CTranslate2 with it exported as its vocabulary map (`use_vmap`); those rows compare with
 transduce's shortlisted output and speed, and transduce's with its full-vocabulary output, so
-the BLEU and the speed a shortlist buys stand side by side. Results go to the decode-e2e
-section of bench/RESULTS.md (not with --no-write); outputs to --work/outputs for inspection.
+the BLEU and the speed a shortlist buys stand side by side. Results go to the --section section
+of bench/RESULTS.md (default decode-e2e; not with --no-write); outputs to --work/outputs.
 """
 
 from __future__ import annotations
@@ -177,6 +177,11 @@ def main() -> None:
     parser.add_argument("--peers", type=Path, default=PEERS, help="the peers' venv (created when missing)")
     parser.add_argument("--no-write", action="store_true", help="print the results, leave RESULTS.md alone")
     parser.add_argument(
+        "--section",
+        default="decode-e2e",
+        help="the bench/RESULTS.md section the table replaces (one per model; default decode-e2e)",
+    )
+    parser.add_argument(
         "--shortlist",
         type=Path,
         help="a `transduce shortlist` file: adds rows of transduce with it and CTranslate2 with it as "
@@ -320,7 +325,7 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
     ]
     print("\n".join(lines))
     if not args.no_write:
-        write_section("decode-e2e", lines)
+        write_section(args.section, lines)
 
 
 if __name__ == "__main__":

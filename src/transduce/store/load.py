@@ -110,7 +110,10 @@ def load_for_decoding(
     quantisation or (float32) weights pre-packed for the CPU kernels; on the CPU a copy of the
     model is made either way, the loaded weights stay untouched. On CUDA the model is used as
     loaded (int8 is refused there: its kernels are the CPU's).
-    `threads`: PyTorch's CPU threads for this process (default: its own choice)."""
+    `threads`: PyTorch's CPU threads for this process (default: its own choice). On the CPU the
+    process also keeps freed memory for reuse (`retain_freed_memory`): decoding frees and
+    reallocates the same large buffers at every step."""
+    from ..cpu_memory import retain_freed_memory
     from ..device import choose_device
     from ..model.packed import pack_for_cpu
     from ..model.quantize import quantize_int8
@@ -124,6 +127,7 @@ def load_for_decoding(
     on = choose_device(device, cpu_only=quantize == "int8")
     loaded = load_model(path, on)
     if on.type == "cpu":
+        retain_freed_memory()
         loaded.model = quantize_int8(loaded.model) if quantize == "int8" else pack_for_cpu(loaded.model)
     return loaded
 
