@@ -273,10 +273,13 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
 
 
 def system(r: dict) -> str:
-    """The table's name of a run's system: ours by recipe, a peer by toolkit and version."""
+    """The table's name of a run's system: ours by recipe, a peer by toolkit and version (and the
+    recipe, when it is not the toolkit's own)."""
     if r["toolkit"] == "transduce":
         return f"transduce {r['recipe']}"
-    return r.get("version", r["toolkit"])
+    peer = r.get("version", r["toolkit"])
+    recipe = r.get("recipe_name", "own")
+    return peer if recipe == "own" else f"{peer}, {recipe} recipe"
 
 
 def report(records: list[dict], folder: Path) -> list[str]:

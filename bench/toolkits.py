@@ -4,11 +4,12 @@ unit of compute against the established toolkits' own recipes".
 
     python bench/toolkits.py --toolkit joeynmt --data DIR --spm FILE --seed 1 --minutes 60 \
         --out bench/out/toolkits
+    python bench/toolkits.py --toolkit onmt --recipe small-fast --spm FILE4K ...  # our recipe
     python bench/toolkits.py --make-toy DIR    # tiny synthetic en->de corpus + 500-piece model
 
 DIR holds train/dev/test.{en,de} plain text, one sentence a line; FILE is the shared
 sentencepiece model (e.g. the `.spm` that `transduce prepare` writes). One JSON per run goes to
---records/<toolkit>-seed<N>-<M>min.json (bench/records/mt-compare, committed, where
+--records/<toolkit>[+<recipe>]-seed<N>-<M>min.json (bench/records/mt-compare, committed, where
 bench/recipes.py puts ours and tables them all); a run whose JSON exists is skipped, and a
 killed run resumes at its first unfinished phase in --out (timing, training, decoding; a
 half-trained model is trained again from the start, since its budget cannot be split).
@@ -66,6 +67,10 @@ Recipes (values in JOEYNMT_RECIPE / ONMT_RECIPE; what changed and why is listed 
     accumulation (one update = 4096 tokens; 65,536-token updates would leave a few dozen
     updates in an hour), and a warmup of the recipe's share of the run (4%) with the noam peak
     kept at the recipe's value (learning_rate = 2 * sqrt(warmup / 8000)).
+  --recipe small-fast (JOEYNMT_SMALL_FAST / ONMT_SMALL_FAST): transduce's own `small-fast`
+    preset written in each toolkit's options, with 4,000 shared pieces, decoded with alpha 0.6
+    as transduce decodes. Not the toolkits' recipes: it separates what the recipe buys from
+    what the toolkit's speed buys under the same budget.
 
 Budget: the wall time of the toolkit's training process (its start-up and its own dev
 validations included: neither toolkit can leave them out). OpenNMT-py's start-up includes
@@ -239,7 +244,9 @@ ONMT_RECIPE = {
         "learning_rate 2 -> 2*sqrt(warmup/8000), keeping the noam peak at the recipe's ~9.9e-4",
         "train_steps 200000 -> estimated from the timing run to fill the budget",
         "valid_steps 10000 -> set so that --curve-points validations fit; valid_metrics [BLEU] "
-        "added for a dev BLEU curve; save_checkpoint_steps 10000 -> 0 (only the final save)",
+        "added for a dev BLEU curve; save_checkpoint_steps 10000 -> 1/20 of the planned updates, "
+        "keep_checkpoint 2: a run that the estimate lets overrun is stopped at the deadline and "
+        "decoded from its last save",
     ],
     "options": {
         "bucket_size": 262144,
@@ -277,6 +284,77 @@ ONMT_RECIPE = {
     "recipe_train_steps": 200000,
     "recipe_learning_rate": 2.0,
 }
+
+# transduce's `small-fast` preset (config.PRESETS: 2+2 pre-norm layers of 128, d_ff 512, 4 heads,
+# no dropout, 2048-token batches, the inverse-square-root schedule at twice the paper's rate with
+# 400 warmup updates, Adam 0.9/0.98, label smoothing 0.1, tied embeddings; 4,000 shared pieces:
+# pass that model with --spm) in each toolkit's terms: is our result the recipe or the toolkit?
+SMALL_FAST_CHANGES = [
+    "transduce's small-fast preset instead of the toolkit's recipe: 2+2 pre-norm layers of 128, "
+    "d_ff 512, 4 heads, dropout 0 (attention too), 2048-token batches, noam schedule with factor 2 "
+    "and 400 warmup updates, Adam betas 0.9/0.98, label smoothing 0.1, tied embeddings",
+    "decoding as transduce's: beam 4, length penalty alpha 0.6 (Wu et al.)",
+]
+
+JOEYNMT_SMALL_FAST = {
+    **JOEYNMT_RECIPE,
+    "source": "transduce small-fast (bench/toolkits.py SMALL_FAST_CHANGES) in JoeyNMT 2.3's layout",
+    "changes": [
+        *SMALL_FAST_CHANGES,
+        "no subword sampling (transduce segments deterministically); length filter 256 pieces "
+        "(transduce's data.max_len); validation and test settings otherwise as JoeyNMT's recipe",
+    ],
+    "training": {
+        **{k: v for k, v in JOEYNMT_RECIPE["training"].items() if k not in ("patience", "decrease_factor")},
+        "scheduling": "noam",
+        "learning_rate_factor": 2.0,
+        "learning_rate_warmup": 400,
+        "adam_betas": [0.9, 0.98],
+        "batch_size": 2048,
+    },
+    "model": {
+        **JOEYNMT_RECIPE["model"],
+        **{
+            side: {
+                **JOEYNMT_RECIPE["model"][side],
+                "num_layers": 2,
+                "embeddings": {"embedding_dim": 128, "scale": True, "dropout": 0.0},
+                "hidden_size": 128,
+                "ff_size": 512,
+                "dropout": 0.0,
+            }
+            for side in ("encoder", "decoder")
+        },
+    },
+    "max_length": 256,
+    "tokenizer_cfg": {},
+    "testing": {**JOEYNMT_RECIPE["testing"], "beam_alpha": 0.6},
+}
+
+ONMT_SMALL_FAST = {
+    **ONMT_RECIPE,
+    "source": "transduce small-fast (bench/toolkits.py SMALL_FAST_CHANGES) in OpenNMT-py 3.5's options",
+    "changes": [*SMALL_FAST_CHANGES, "loader settings (bucket, one device, fp32) as in ONMT_RECIPE"],
+    "options": {
+        **ONMT_RECIPE["options"],
+        "batch_size": 2048,
+        "adam_beta2": 0.98,
+        "enc_layers": 2,
+        "dec_layers": 2,
+        "heads": 4,
+        "hidden_size": 128,
+        "word_vec_size": 128,
+        "transformer_ff": 512,
+        "dropout": [0.0],
+        "attention_dropout": [0.0],
+    },
+    "fixed_warmup": 400,
+    "recipe_learning_rate": 2.0,
+    "translate_options": ["-length_penalty", "wu", "-alpha", "0.6"],
+}
+
+RECIPES = {"own": {"joeynmt": JOEYNMT_RECIPE, "onmt": ONMT_RECIPE}}
+RECIPES["small-fast"] = {"joeynmt": JOEYNMT_SMALL_FAST, "onmt": ONMT_SMALL_FAST}
 
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
 
@@ -328,6 +406,13 @@ class Runner:
         return {**record, "seconds": round(time.time() - start, 2)}
 
 
+def wait_until(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for `proc` until the deadline (epoch seconds); True if it is still running then."""
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    return proc.poll() is None
+
+
 def write_yaml(path: Path, cfg: dict) -> None:
     import yaml
 
@@ -358,21 +443,28 @@ class Toolkit:
     env: ClassVar[dict[str, str]] = {}  # environment the toolkit's commands need
 
     def __init__(
-        self, runner: Runner, run_dir: Path, data: Path, spm: Path, langs: tuple[str, str], seed: int
+        self,
+        runner: Runner,
+        run_dir: Path,
+        data: Path,
+        spm: Path,
+        langs: tuple[str, str],
+        seed: int,
+        recipe: dict,
     ):
-        self.runner, self.dir, self.data, self.spm, self.langs, self.seed = (
+        self.runner, self.dir, self.data, self.spm, self.langs, self.seed, self.recipe = (
             runner,
             run_dir,
             data,
             spm,
             langs,
             seed,
+            recipe,
         )
 
 
 class JoeyNMT(Toolkit):
     package = PEERS[0]
-    recipe = JOEYNMT_RECIPE
 
     def prepare(self) -> list[dict]:
         """JoeyNMT's vocabulary file (the model's pieces, less those it adds itself: unk, pad, bos,
@@ -470,10 +562,7 @@ class JoeyNMT(Toolkit):
         model_dir = self.dir / "model"
         start = time.time()
         proc, record = self._start(model_dir, validate_every, "train.log")
-        deadline = start + budget_s
-        while proc.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-        interrupted = proc.poll() is None
+        interrupted = wait_until(proc, start + budget_s)
         if interrupted:
             proc.send_signal(signal.SIGINT)  # the trainer catches it and saves latest.ckpt
         if proc.wait() != 0 or not (model_dir / "latest.ckpt").exists():
@@ -547,11 +636,14 @@ class OpenNMT(Toolkit):
     # (argparse.Namespace) and vocabularies, so onmt_translate fails to load them. torch's own
     # documented switch restores the old default where the caller did not choose (our files).
     env: ClassVar[dict[str, str]] = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-    recipe = ONMT_RECIPE
 
     def config(self, name: str, train_steps: int, valid_steps: int, report_every: int) -> dict:
         r = self.recipe
-        warmup = max(1, round(train_steps * r["recipe_warmup"] / r["recipe_train_steps"]))
+        if "fixed_warmup" in r:
+            warmup, learning_rate = r["fixed_warmup"], r["recipe_learning_rate"]
+        else:  # the recipe's share of the run, at the recipe's peak rate
+            warmup = max(1, round(train_steps * r["recipe_warmup"] / r["recipe_train_steps"]))
+            learning_rate = r["recipe_learning_rate"] * math.sqrt(warmup / r["recipe_warmup"])
         src, tgt = self.langs
         corpus = {"transforms": ["sentencepiece"]}
         return {
@@ -574,7 +666,8 @@ class OpenNMT(Toolkit):
             "save_data": str(self.dir / "onmt-data"),
             "overwrite": True,
             "save_model": str(self.dir / name / "model"),
-            "save_checkpoint_steps": 0,
+            "save_checkpoint_steps": max(1, train_steps // 20) if name == "model" else train_steps,
+            "keep_checkpoint": 2,
             "seed": self.seed,
             "train_steps": train_steps,
             "valid_steps": valid_steps,
@@ -582,7 +675,7 @@ class OpenNMT(Toolkit):
             "valid_metrics": ["BLEU"],
             **r["options"],
             "warmup_steps": warmup,
-            "learning_rate": r["recipe_learning_rate"] * math.sqrt(warmup / r["recipe_warmup"]),
+            "learning_rate": learning_rate,
         }
 
     def prepare(self) -> list[dict]:
@@ -615,46 +708,76 @@ class OpenNMT(Toolkit):
         steps = [stamp(line) for line in log if re.search(r"\] Step\s+\d+/", line)]
         return timing_from(start, steps, end, {**record, "seconds": round(end - start, 2)})
 
-    def train(self, updates: int, validate_every: int) -> dict:
+    def train(self, updates: int, validate_every: int, budget_s: float) -> dict:
+        """train_steps from the timing run; stopped at the deadline if that estimate was short
+        (OpenNMT-py refills its example bucket as it goes, outside the timing run), and then its
+        last complete save (every 1/20 of the run) is the model."""
         start = time.time()
         proc, record = self._start("model", updates, validate_every, "train.log")
-        if proc.wait() != 0:
+        stopped = wait_until(proc, start + budget_s)
+        if stopped:
+            proc.terminate()
+            proc.wait()
+        elif proc.returncode != 0:
             raise RuntimeError(f"OpenNMT-py training failed: see {self.dir / 'train.log'}")
         end = time.time()
+        checkpoint = self._last_complete_checkpoint()
+        step = int(checkpoint.stem.rsplit("_", 1)[1])
         tokens, curve = onmt_progress(
-            (self.dir / "train.log").read_text().splitlines(), start, validate_every
-        )
-        checkpoints = sorted(
-            (self.dir / "model").glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1])
+            (self.dir / "train.log").read_text().splitlines(), start, validate_every, step
         )
         return {
             "minutes": round((end - start) / 60, 3),
-            "stopped_by": f"train_steps {updates}, estimated from the timing run",
-            "updates": int(checkpoints[-1].stem.rsplit("_", 1)[1]),
+            "stopped_by": (
+                f"the deadline (train_steps {updates} from the timing run not reached); "
+                f"last save at update {step}"
+                if stopped
+                else f"train_steps {updates}, estimated from the timing run"
+            ),
+            "updates": step,
             "target_tokens": round(tokens),
             "target_tokens_note": "sum over onmt's reports of their mean target tokens a batch",
             "curve": curve,
             "command": {**record, "seconds": round(end - start, 2)},
         }
 
-    def decode(self, src: Path, out: Path) -> dict:
-        checkpoints = sorted(
+    def _checkpoints(self) -> list[Path]:
+        return sorted(
             (self.dir / "model").glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1])
         )
-        args = ["-m", "onmt.bin.translate", "-model", checkpoints[-1], "-src", src, "-output", out]
+
+    def _last_complete_checkpoint(self) -> Path:
+        """The newest save that loads; one cut off by the deadline is renamed *.pt.partial."""
+        for checkpoint in reversed(self._checkpoints()):
+            probe = "import sys, torch; torch.load(sys.argv[1], map_location='cpu', weights_only=False)"
+            loads = subprocess.run(
+                [str(self.runner.python), "-c", probe, str(checkpoint)], capture_output=True
+            )
+            if loads.returncode == 0:
+                return checkpoint
+            checkpoint.rename(checkpoint.with_name(checkpoint.name + ".partial"))
+        raise RuntimeError(f"OpenNMT-py saved no complete checkpoint: see {self.dir / 'train.log'}")
+
+    def decode(self, src: Path, out: Path) -> dict:
+        args = ["-m", "onmt.bin.translate", "-model", self._checkpoints()[-1], "-src", src, "-output", out]
         args += ["-beam_size", "4", "-gpu", "-1", "-seed", str(self.seed), "-transforms", "sentencepiece"]
         args += ["-src_subword_model", self.spm, "-tgt_subword_model", self.spm]
+        args += self.recipe.get("translate_options", [])
         return self.runner.run(args, "decode.log")
 
 
-def onmt_progress(log: list[str], start: float, validate_every: int) -> tuple[float, list[dict]]:
-    """Target tokens trained on (each report's mean target tokens a batch, times the batches since
-    the last report) and the dev curve (BLEU is logged before the perplexity of the same
-    validation, the k-th validation is at update k * validate_every)."""
+def onmt_progress(
+    log: list[str], start: float, validate_every: int, upto: int | None = None
+) -> tuple[float, list[dict]]:
+    """Target tokens trained on up to update `upto` (each report's mean target tokens a batch,
+    times the batches since the last report) and the dev curve (BLEU is logged before the
+    perplexity of the same validation, the k-th validation is at update k * validate_every)."""
     tokens, last_step, curve, bleu = 0.0, 0, [], None
     for line in log:
         if m := re.search(r"\] Step\s+(\d+)/\s*\d+;.*bsz:\s*[\d.]+/\s*([\d.]+)/", line):
             step = int(m.group(1))
+            if upto is not None and step > upto:
+                continue
             tokens += float(m.group(2)) * (step - last_step)
             last_step = step
         elif "validation BLEU:" in line:
@@ -709,7 +832,8 @@ def plan(timing: dict, budget_s: float, points: int) -> tuple[int, int]:
 
 def run(args: argparse.Namespace) -> Path:
     args.out, args.data, args.spm = args.out.resolve(), args.data.resolve(), args.spm.resolve()
-    name = f"{args.toolkit}-seed{args.seed}-{args.minutes:g}min"
+    system = args.toolkit if args.recipe == "own" else f"{args.toolkit}+{args.recipe}"
+    name = f"{system}-seed{args.seed}-{args.minutes:g}min"
     args.records.mkdir(parents=True, exist_ok=True)
     result_path = args.records / f"{name}.json"
     if result_path.exists():
@@ -724,7 +848,8 @@ def run(args: argparse.Namespace) -> Path:
     python = ensure_toolkits()
     kind = TOOLKIT_CLASSES[args.toolkit]
     runner = Runner(python, args.threads, run_dir, kind.env)
-    toolkit = kind(runner, run_dir, args.data, args.spm, (src, tgt), args.seed)
+    recipe = RECIPES[args.recipe][args.toolkit]
+    toolkit = kind(runner, run_dir, args.data, args.spm, (src, tgt), args.seed, recipe)
 
     def phase(file: str, make) -> dict:
         """`make()`'s result, kept in run_dir/file so that a rerun skips the phase."""
@@ -746,7 +871,7 @@ def run(args: argparse.Namespace) -> Path:
     if args.toolkit == "joeynmt":
         trained = phase("train.json", lambda: toolkit.train(budget_s, every))
     else:
-        trained = phase("train.json", lambda: toolkit.train(updates, every))
+        trained = phase("train.json", lambda: toolkit.train(updates, every, budget_s))
 
     def decode() -> dict:
         source = run_dir / "data" / f"test.{src}"
@@ -764,6 +889,7 @@ def run(args: argparse.Namespace) -> Path:
     scores = corpus_scores(decoded["hypotheses"], refs)
     result = {
         "toolkit": args.toolkit,
+        "recipe_name": args.recipe,
         "version": toolkit.package,
         "torch": json.loads((TOOLKITS / "installed.json").read_text())["torch"],
         "seed": args.seed,
@@ -847,6 +973,13 @@ def main() -> None:
     parser.add_argument("--spm", type=Path, help="the shared sentencepiece model file")
     parser.add_argument("--src", default="en", help="source language suffix (default en)")
     parser.add_argument("--tgt", default="de", help="target language suffix (default de)")
+    parser.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        default="own",
+        help="own: the toolkit's documented recipe (default); small-fast: transduce's small-fast "
+        "preset in the toolkit's terms (pass its 4,000-piece --spm)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="the toolkit's random seed (default 1)")
     parser.add_argument("--minutes", type=float, default=60, help="training wall-time budget (default 60)")
     parser.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of the toolkit (default 1)")
