@@ -77,11 +77,14 @@ validations included: neither toolkit can leave them out). OpenNMT-py's start-up
 filling the recipe's bucket of 262,144 examples (sentencepiece over them) before its first
 update: about 50 s on one core (a small corpus is cycled to fill it). JoeyNMT has no wall-time option,
 but its training loop catches KeyboardInterrupt and saves latest.ckpt, so the driver sends
-SIGINT at the deadline. OpenNMT-py has neither, so a short timing run (--timing-updates) measures
-start-up, seconds per update and one dev validation, and train_steps is set from them. Both
-toolkits get their validation interval (in updates) from the same timing run, so that
---curve-points dev validations fit in the budget; the dev set used during training is the first
---dev-lines lines of dev. The test set is decoded with the final weights (not best-on-dev).
+SIGINT at the deadline. OpenNMT-py has neither: it saves every 1/30 of the updates a short
+timing run (--timing-updates: start-up, seconds per update, one dev validation) expects, is
+stopped at the deadline, and its last complete save before it is the model (the budget loses
+at most 1/30 of its updates that way; a train_steps set from the estimate instead left a run
+at 42 of its 60 minutes when the load fell after the timing run). Both toolkits get their
+validation interval (in updates) from the same timing run, so that --curve-points dev
+validations fit in the budget; the dev set used during training is the first --dev-lines lines
+of dev. The test set is decoded with the final weights (not best-on-dev).
 """
 
 from __future__ import annotations
@@ -242,11 +245,12 @@ ONMT_RECIPE = {
         "leave a few dozen CPU updates an hour)",
         "warmup_steps 8000 of train_steps 200000 -> 4% of the updates the budget allows, and "
         "learning_rate 2 -> 2*sqrt(warmup/8000), keeping the noam peak at the recipe's ~9.9e-4",
-        "train_steps 200000 -> estimated from the timing run to fill the budget",
+        "train_steps 200000 -> the budget's deadline (the timing run's estimate sets the warmup "
+        "share and the saving interval)",
         "valid_steps 10000 -> set so that --curve-points validations fit; valid_metrics [BLEU] "
-        "added for a dev BLEU curve; save_checkpoint_steps 10000 -> 1/20 of the planned updates, "
-        "keep_checkpoint 2: a run that the estimate lets overrun is stopped at the deadline and "
-        "decoded from its last save",
+        "added for a dev BLEU curve; save_checkpoint_steps 10000 -> 1/30 of the planned updates, "
+        "keep_checkpoint 2, train_steps twice the planned: the run is stopped at the deadline and "
+        "decoded from its last save before it",
     ],
     "options": {
         "bucket_size": 262144,
@@ -637,12 +641,15 @@ class OpenNMT(Toolkit):
     # documented switch restores the old default where the caller did not choose (our files).
     env: ClassVar[dict[str, str]] = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
 
-    def config(self, name: str, train_steps: int, valid_steps: int, report_every: int) -> dict:
+    def config(self, name: str, planned: int, valid_steps: int, report_every: int) -> dict:
+        """The run's options; `planned`: the updates the budget is expected to allow. The training
+        run ("model") may go on past them, to twice as many: the deadline stops it (`train`),
+        and it saves every 1/30 of `planned` so that the model at the deadline is kept."""
         r = self.recipe
         if "fixed_warmup" in r:
             warmup, learning_rate = r["fixed_warmup"], r["recipe_learning_rate"]
         else:  # the recipe's share of the run, at the recipe's peak rate
-            warmup = max(1, round(train_steps * r["recipe_warmup"] / r["recipe_train_steps"]))
+            warmup = max(1, round(planned * r["recipe_warmup"] / r["recipe_train_steps"]))
             learning_rate = r["recipe_learning_rate"] * math.sqrt(warmup / r["recipe_warmup"])
         src, tgt = self.langs
         corpus = {"transforms": ["sentencepiece"]}
@@ -666,10 +673,10 @@ class OpenNMT(Toolkit):
             "save_data": str(self.dir / "onmt-data"),
             "overwrite": True,
             "save_model": str(self.dir / name / "model"),
-            "save_checkpoint_steps": max(1, train_steps // 20) if name == "model" else train_steps,
+            "save_checkpoint_steps": max(1, planned // 30) if name == "model" else planned,
             "keep_checkpoint": 2,
             "seed": self.seed,
-            "train_steps": train_steps,
+            "train_steps": 2 * planned if name == "model" else planned,
             "valid_steps": valid_steps,
             "report_every": report_every,
             "valid_metrics": ["BLEU"],
@@ -688,14 +695,14 @@ class OpenNMT(Toolkit):
             self.runner.run(["-m", "onmt.bin.build_vocab", "-config", cfg, "-n_sample", "-1"], "vocab.log")
         ]
 
-    def _start(self, name: str, train_steps: int, valid_steps: int, log: str):
+    def _start(self, name: str, planned: int, valid_steps: int, log: str):
         model_dir = self.dir / name
         if model_dir.exists():
             shutil.rmtree(model_dir)
         model_dir.mkdir(parents=True)
         report_every = 1 if name == "timing" else largest_divisor(valid_steps, 50)  # onmt's default 50
         cfg = self.dir / f"{name}.yaml"
-        write_yaml(cfg, self.config(name, train_steps, valid_steps, report_every))
+        write_yaml(cfg, self.config(name, planned, valid_steps, report_every))
         return self.runner.popen(["-m", "onmt.bin.train", "-config", cfg], log)
 
     def timing(self, updates: int) -> dict:
@@ -709,9 +716,10 @@ class OpenNMT(Toolkit):
         return timing_from(start, steps, end, {**record, "seconds": round(end - start, 2)})
 
     def train(self, updates: int, validate_every: int, budget_s: float) -> dict:
-        """train_steps from the timing run; stopped at the deadline if that estimate was short
-        (OpenNMT-py refills its example bucket as it goes, outside the timing run), and then its
-        last complete save (every 1/20 of the run) is the model."""
+        """Trained until the deadline (OpenNMT-py has no wall-time option): `updates`, the timing
+        run's estimate, sets the saving interval (1/30 of it) and the recipe's warmup share, not
+        the end, since the pace changes with the load and with the bucket refills that the timing
+        run does not see. The model is the last complete save before the deadline."""
         start = time.time()
         proc, record = self._start("model", updates, validate_every, "train.log")
         stopped = wait_until(proc, start + budget_s)
@@ -729,10 +737,9 @@ class OpenNMT(Toolkit):
         return {
             "minutes": round((end - start) / 60, 3),
             "stopped_by": (
-                f"the deadline (train_steps {updates} from the timing run not reached); "
-                f"last save at update {step}"
+                f"the deadline; the last save before it at update {step} ({updates} planned)"
                 if stopped
-                else f"train_steps {updates}, estimated from the timing run"
+                else f"train_steps {2 * updates} (twice the {updates} planned) before the deadline"
             ),
             "updates": step,
             "target_tokens": round(tokens),
@@ -775,11 +782,9 @@ def onmt_progress(
     tokens, last_step, curve, bleu = 0.0, 0, [], None
     for line in log:
         if m := re.search(r"\] Step\s+(\d+)/\s*\d+;.*bsz:\s*[\d.]+/\s*([\d.]+)/", line):
-            step = int(m.group(1))
-            if upto is not None and step > upto:
-                continue
-            tokens += float(m.group(2)) * (step - last_step)
-            last_step = step
+            step = min(int(m.group(1)), upto if upto is not None else math.inf)
+            tokens += float(m.group(2)) * max(0, step - last_step)  # a report's mean, to `upto`
+            last_step = max(last_step, step)
         elif "validation BLEU:" in line:
             bleu = float(line.rsplit(":", 1)[1])
         elif "Validation perplexity:" in line:
