@@ -110,6 +110,21 @@ class Peer:
         self.proc.wait()
 
 
+class Peers:
+    """One peer.py process per engine (see peer.py: a second CTranslate2 Translator in a process
+    slows the first), answering each request from the process of its engine."""
+
+    def __init__(self, python: Path, hf_dir: Path, threads: int, engines: set[str]) -> None:
+        self.procs = {e: Peer(python, "peer.py", hf_dir, threads, e) for e in sorted(engines)}
+
+    def request(self, payload: dict) -> dict:
+        return self.procs[payload["engine"].removesuffix("-vmap")].request(payload)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.close()
+
+
 def ours(model, src: list[list[int]], beam: int, length: int) -> dict:
     width = max(len(s) for s in src)
     ids = torch.tensor([s + [0] * (width - len(s)) for s in src])
@@ -150,7 +165,7 @@ def main() -> None:
         text = synthetic_text(args.batch, seed=7)
         src = [[*vocab.encode(t)[:40], EOS] for t in text]
         to_marian = {ours: m for m, ours in enumerate(marian_layout(vocab)[0])}
-        peer = Peer(python, "peer.py", HERE / "out" / preset / "hf", args.threads)
+        peer = Peers(python, HERE / "out" / preset / "hf", args.threads, {"hf", "ct2", "ct2-int8"})
         for beam in (1, 4):
             engines = (*variants, "hf", "ct2", "ct2-int8")
             times: dict[str, list[float]] = {e: [] for e in engines}

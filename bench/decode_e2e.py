@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 import torch
-from decode import HERE, PEERS, Peer, ensure_peers
+from decode import HERE, PEERS, Peers, ensure_peers
 from results import cpu_name, write_section
 
 from transduce.data.corpus import read_lines
@@ -116,7 +116,7 @@ def run(
     lines: list[str],
     beam: int,
     ours: dict[str, LoadedModel],
-    peer: Peer,
+    peer: Peers,
     args: argparse.Namespace,
 ) -> dict:
     """One engine on `lines`, timed from text to text: ours in-process with the options `transduce
@@ -142,7 +142,7 @@ def run(
 
 
 def measure(
-    lines: list[str], beam: int, ours: dict[str, LoadedModel], peer: Peer, args: argparse.Namespace
+    lines: list[str], beam: int, ours: dict[str, LoadedModel], peer: Peers, args: argparse.Namespace
 ) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     """Every engine's seconds over --reps rounds, interleaved so that drifts in the machine's speed
     hit all alike, after one warm-up call each; and their outputs."""
@@ -211,7 +211,8 @@ def main() -> None:
             "transduce": load_for_decoding(args.checkpoint, "none", threads),
             "transduce-int8": load_for_decoding(args.checkpoint, "int8", threads),
         }
-        peer = Peer(python, "peer.py", args.work / "hf", threads)
+        peer_engines = {e.removesuffix("-vmap") for e in args.engines if not e.startswith("transduce")}
+        peer = Peers(python, args.work / "hf", threads, peer_engines)
         for subset, index in subsets.items():
             lines = [sources[i] for i in index]
             subset_refs = [refs[i] for i in index] if refs else None

@@ -1,12 +1,14 @@
 """Peer side of the decode benchmarks; runs in bench/.peers (transformers + ctranslate2).
 
-    peer.py HF_DIR THREADS
+    peer.py HF_DIR THREADS ENGINE
 
-Loads the MarianMTModel in HF_DIR (when it holds one: else only its source.spm and target.spm,
-for CTranslate2's text requests) and the CTranslate2 models HF_DIR/../ct2-float32 and
-HF_DIR/../ct2-int8 (converted from HF_DIR with CTranslate2's converter when they are not there),
-all on THREADS threads. Reads one JSON request per line on stdin, answers one JSON line on stdout.
-Engines: "hf" (generate), "ct2" (float32), "ct2-int8"; for text, "ct2-vmap" and "ct2-int8-vmap"
+Loads one engine on THREADS threads: "hf", the MarianMTModel in HF_DIR (generate); "ct2" or
+"ct2-int8", the CTranslate2 model HF_DIR/../ct2-float32 or HF_DIR/../ct2-int8 (converted from
+HF_DIR with CTranslate2's converter when it is not there; HF_DIR then needs only its source.spm
+and target.spm, for text requests). One engine a process: a second CTranslate2 Translator in
+the same process halves the first one's speed on 2 threads (measured here: 1.79 s -> 3.38 s
+for beam 4 on the l10n test set, and deleting it does not restore it). Reads one JSON request
+per line on stdin, answers one JSON line on stdout. For text, "ct2-vmap" and "ct2-int8-vmap"
 translate with the model's vocabulary map (use_vmap: a shortlist exported with it).
 
 Token ids (bench/decode.py):
@@ -149,18 +151,24 @@ def translate_ct2(
     return target.decode(hypotheses)
 
 
+CT2_WEIGHTS = {"ct2": "float32", "ct2-int8": "int8"}
+
+
 def main() -> None:
-    hf_dir, threads = Path(sys.argv[1]), int(sys.argv[2])
+    hf_dir, threads, engine = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    if engine not in ("hf", *CT2_WEIGHTS):
+        sys.exit(f"peer.py: unknown engine {engine!r}: hf, ct2 or ct2-int8")
     torch.set_num_threads(threads)
     marian = (hf_dir / "config.json").exists()  # else only the sentencepiece files, for CTranslate2
-    model = transformers.MarianMTModel.from_pretrained(hf_dir).eval() if marian else None
+    model = transformers.MarianMTModel.from_pretrained(hf_dir).eval() if engine == "hf" else None
     vocab = json.loads((hf_dir / "vocab.json").read_text()) if marian else {}
     translators = {}
-    for kind, quant in (("ct2", "float32"), ("ct2-int8", "int8")):
+    if engine in CT2_WEIGHTS:
+        quant = CT2_WEIGHTS[engine]
         out = hf_dir.parent / f"ct2-{quant}"
         if not out.exists():
             ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(out), quantization=quant)
-        translators[kind] = ctranslate2.Translator(
+        translators[engine] = ctranslate2.Translator(
             str(out), device="cpu", inter_threads=1, intra_threads=threads, compute_type=quant
         )
     text = None  # tokenizers, loaded for the first text request (not timed)
