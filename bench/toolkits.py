@@ -634,6 +634,9 @@ def joey_curve(log: list[str], rows: list[str], start: float) -> list[dict]:
 # ---- OpenNMT-py ------------------------------------------------------------------------------
 
 
+SAVES = 30  # OpenNMT-py saves per planned run: the deadline costs at most 1/SAVES of it
+
+
 class OpenNMT(Toolkit):
     package = PEERS[1]
     # torch>=2.6 loads with weights_only=True by default; OpenNMT-py's checkpoints hold its options
@@ -673,7 +676,7 @@ class OpenNMT(Toolkit):
             "save_data": str(self.dir / "onmt-data"),
             "overwrite": True,
             "save_model": str(self.dir / name / "model"),
-            "save_checkpoint_steps": max(1, planned // 30) if name == "model" else planned,
+            "save_checkpoint_steps": max(1, planned // SAVES) if name == "model" else planned,
             "keep_checkpoint": 2,
             "seed": self.seed,
             "train_steps": 2 * planned if name == "model" else planned,
@@ -729,8 +732,7 @@ class OpenNMT(Toolkit):
         elif proc.returncode != 0:
             raise RuntimeError(f"OpenNMT-py training failed: see {self.dir / 'train.log'}")
         end = time.time()
-        checkpoint = self._last_complete_checkpoint()
-        step = int(checkpoint.stem.rsplit("_", 1)[1])
+        step = checkpoint_step(self._last_complete_checkpoint())
         tokens, curve = onmt_progress(
             (self.dir / "train.log").read_text().splitlines(), start, validate_every, step
         )
@@ -749,9 +751,7 @@ class OpenNMT(Toolkit):
         }
 
     def _checkpoints(self) -> list[Path]:
-        return sorted(
-            (self.dir / "model").glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1])
-        )
+        return sorted((self.dir / "model").glob("model_step_*.pt"), key=checkpoint_step)
 
     def _last_complete_checkpoint(self) -> Path:
         """The newest save that loads; one cut off by the deadline is renamed *.pt.partial."""
@@ -771,6 +771,11 @@ class OpenNMT(Toolkit):
         args += ["-src_subword_model", self.spm, "-tgt_subword_model", self.spm]
         args += self.recipe.get("translate_options", [])
         return self.runner.run(args, "decode.log")
+
+
+def checkpoint_step(path: Path) -> int:
+    """The update an OpenNMT-py save was made at (model_step_<N>.pt)."""
+    return int(path.stem.rsplit("_", 1)[1])
 
 
 def onmt_progress(

@@ -30,7 +30,7 @@ during = libc.mallinfo2()
 libc.free(block)
 after = libc.mallinfo2()
 print(json.dumps({"retained": retained, "mmapped": during.hblkhd - before.hblkhd,
-                  "free_after": after.fordblks, "heap_after": after.arena}))
+                  "free_after": after.fordblks}))
 """
 
 
