@@ -11,7 +11,7 @@ dropout 0.1, label smoothing 0.1, 4096-token batches, warmup 400), `small+prenor
 the same with two changes (CHANGES lists them), so that an ablation is a list of recipes that
 differ by one change. `small-fast` is the preset of that name with 4,000 pieces (what the README
 recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes that each undo
-or vary one of its choices (postnorm, dropout0.1, ls0, lr1, lr4, warmup1000, batch4k, layers3,
+or vary one of its choices (postnorm, dropout0.1, ls0, lr2, lr4, warmup1000, batch4k, layers3,
 width192, vocab2k, vocab8k, avg5). Each run is `transduce train` for --minutes of training time on
 --threads thread(s) (train.max_minutes: validations are not counted; their wall time is
 reported), with dev BLEU (greedy, the whole dev set) every --minutes / --curve-points; then
@@ -111,7 +111,6 @@ CHANGES = {
     # The ablation of small-fast: each undoes or varies one of its choices.
     "postnorm": Change(("model.norm=post",), why="layer norm after each sublayer (the 2017 paper's)"),
     "dropout0.1": Change(("model.dropout=0.1",), why="dropout 0.1 (the paper's rate for its base model)"),
-    "lr1": Change(("train.lr_scale=1",), why="the paper's learning rate schedule unscaled"),
     "lr4": Change(("train.lr_scale=4",), why="four times the paper's learning rate at every step"),
     "batch4k": Change(("data.max_tokens=4096",), why="4096-token batches: fewer, larger updates"),
     "layers3": Change(

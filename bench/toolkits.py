@@ -290,12 +290,12 @@ ONMT_RECIPE = {
 }
 
 # transduce's `small-fast` preset (config.PRESETS: 2+2 pre-norm layers of 128, d_ff 512, 4 heads,
-# no dropout, 2048-token batches, the inverse-square-root schedule at twice the paper's rate with
+# no dropout, 2048-token batches, the inverse-square-root schedule at the paper's rate with
 # 400 warmup updates, Adam 0.9/0.98, label smoothing 0.1, tied embeddings; 4,000 shared pieces:
 # pass that model with --spm) in each toolkit's terms: is our result the recipe or the toolkit?
 SMALL_FAST_CHANGES = [
     "transduce's small-fast preset instead of the toolkit's recipe: 2+2 pre-norm layers of 128, "
-    "d_ff 512, 4 heads, dropout 0 (attention too), 2048-token batches, noam schedule with factor 2 "
+    "d_ff 512, 4 heads, dropout 0 (attention too), 2048-token batches, noam schedule with factor 1 "
     "and 400 warmup updates, Adam betas 0.9/0.98, label smoothing 0.1, tied embeddings",
     "decoding as transduce's: beam 4, length penalty alpha 0.6 (Wu et al.)",
 ]
@@ -311,7 +311,7 @@ JOEYNMT_SMALL_FAST = {
     "training": {
         **{k: v for k, v in JOEYNMT_RECIPE["training"].items() if k not in ("patience", "decrease_factor")},
         "scheduling": "noam",
-        "learning_rate_factor": 2.0,
+        "learning_rate_factor": 1.0,
         "learning_rate_warmup": 400,
         "adam_betas": [0.9, 0.98],
         "batch_size": 2048,
@@ -353,7 +353,7 @@ ONMT_SMALL_FAST = {
         "attention_dropout": [0.0],
     },
     "fixed_warmup": 400,
-    "recipe_learning_rate": 2.0,
+    "recipe_learning_rate": 1.0,
     "translate_options": ["-length_penalty", "wu", "-alpha", "0.6"],
 }
 

@@ -408,6 +408,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # An hour of one CPU core (~2e14 FLOPs; README, "Real data"): compute-optimal near 1.3M
     # parameters (1.4M here with 4,000 pieces, `small` 7.6M); the hour sees the data about once.
+    # The paper's learning rate: at width 128, d^-0.5 already peaks 1.4x higher than at 256, and
+    # twice it lost 2.5 BLEU at 20 minutes (bench/RESULTS.md, mt-compare ablation).
     "small-fast": {
         "model": {
             "d_model": 128,
@@ -419,7 +421,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "dropout": 0.0,
         },
         "data": {"max_tokens": 2048},
-        "train": {"warmup": 400, "lr_scale": 2.0},
+        "train": {"warmup": 400, "lr_scale": 1.0},
     },
 }
 
