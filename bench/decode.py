@@ -112,13 +112,20 @@ class Peer:
 
 class Peers:
     """One peer.py process per engine (see peer.py: a second CTranslate2 Translator in a process
-    slows the first), answering each request from the process of its engine."""
+    slows the first), answering each request from the process of its engine; `engines` are
+    request names, "ct2-vmap" served by the "ct2" process."""
 
     def __init__(self, python: Path, hf_dir: Path, threads: int, engines: set[str]) -> None:
-        self.procs = {e: Peer(python, "peer.py", hf_dir, threads, e) for e in sorted(engines)}
+        loaded = sorted({self.process(e) for e in engines})
+        self.procs = {e: Peer(python, "peer.py", hf_dir, threads, e) for e in loaded}
+
+    @staticmethod
+    def process(engine: str) -> str:
+        """The peer process that serves requests for `engine`."""
+        return engine.removesuffix("-vmap")
 
     def request(self, payload: dict) -> dict:
-        return self.procs[payload["engine"].removesuffix("-vmap")].request(payload)
+        return self.procs[self.process(payload["engine"])].request(payload)
 
     def close(self) -> None:
         for proc in self.procs.values():

@@ -211,7 +211,7 @@ def main() -> None:
             "transduce": load_for_decoding(args.checkpoint, "none", threads),
             "transduce-int8": load_for_decoding(args.checkpoint, "int8", threads),
         }
-        peer_engines = {e.removesuffix("-vmap") for e in args.engines if not e.startswith("transduce")}
+        peer_engines = {e for e in args.engines if not e.startswith("transduce")}
         peer = Peers(python, args.work / "hf", threads, peer_engines)
         for subset, index in subsets.items():
             lines = [sources[i] for i in index]
