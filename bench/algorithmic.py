@@ -33,8 +33,9 @@ bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped
 from a result are evaluated from its checkpoint when it is still there, and an interrupted run
 resumes from its last checkpoint. At the end the record folder gets results.json,
 table.md (mean ± standard deviation over seeds beside the paper's numbers) and
-accuracy_by_length.png; with --results-md (the default) the table also goes into bench/RESULTS.md,
-one section per setting. --report writes them from the runs recorded so far, training nothing.
+accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
+with --results-md (the default) the table also goes into bench/RESULTS.md, one section per
+setting. --report writes them, training nothing.
 """
 
 from __future__ import annotations
@@ -316,8 +317,22 @@ def table_rows(
     return lines
 
 
+# The curves: a colour per model, a line style and marker per position scheme.
+MODEL_COLOURS = {"transformer": "tab:blue", "ut": "tab:orange", "ut_act": "tab:green"}
+POSITION_STYLES = {
+    "none": ("-", "o"),
+    "offset": ("--", "s"),
+    "offset_per_stack": ("--", "v"),
+    "offset_per_step": (":", "x"),
+    "subset": ("-.", "^"),
+    "subset_per_stack": ("-.", "v"),
+    "subset_spread": ("-.", "D"),
+}
+
+
 def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
-    """Mean accuracy over seeds against test length: a column per task, char and seq rows."""
+    """Mean accuracy over seeds against test length: a column per task, char and seq rows; the
+    paper's numbers at the headline length as stars, in the colour of the model they stand for."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -326,12 +341,13 @@ def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
     tasks = list(dict.fromkeys(r["task"] for r in results if not TASKS[r["task"]].lte))
     if not tasks:
         return
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 7), squeeze=False)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 7.5), squeeze=False)
     for (task, model, positions), rows in groups(results).items():
         if task not in tasks:
             continue
         column = tasks.index(task)
         lengths = sorted({int(n) for r in rows for n in r["by_length"]} | {args.test_len})
+        line, marker = POSITION_STYLES[positions]
         for row, metric in enumerate(("char", "seq")):
             means = [
                 statistics.fmean(
@@ -339,19 +355,44 @@ def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
                 )
                 for n in lengths
             ]
-            style = "-" if positions == "none" else "--"
-            axes[row][column].plot(lengths, means, style, marker="o", label=f"{LABELS[model]}, {positions}")
+            axes[row][column].plot(
+                lengths,
+                means,
+                line,
+                marker=marker,
+                markersize=4,
+                color=MODEL_COLOURS[model],
+                label=f"{LABELS[model]}, {positions}",
+            )
+    papers_setting = (args.train_len, args.test_len) == (40, 400)
     for column, task in enumerate(tasks):
         for row, metric in enumerate(("char", "seq")):
             ax = axes[row][column]
+            for model, paper in PAPER.get(task, {}).items() if papers_setting else ():
+                ax.plot(
+                    [args.test_len],
+                    [paper[row]],
+                    "*",
+                    markersize=13,
+                    color=MODEL_COLOURS[model],
+                    markeredgecolor="black",
+                    label=f"paper's {LABELS[model]}",
+                )
             ax.set_title(f"{task}: {metric} accuracy")
             ax.set_xlabel("test length")
             ax.set_ylim(-0.02, 1.02)
             ax.axvline(args.train_len, color="grey", linewidth=0.8)
             ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"trained on lengths 1..{args.train_len}; mean over seeds")
-    fig.tight_layout()
+    labelled = {
+        label: handle
+        for ax in axes.flat
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)
+    }
+    fig.legend(labelled.values(), labelled.keys(), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(
+        f"trained on lengths 1..{args.train_len}; mean over seeds; stars: the paper at {args.test_len}"
+    )
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(labelled) + 3) // 4), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -428,34 +469,21 @@ def main() -> None:
     folder = RECORDS / setting_name(args)
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "setting.json", {k: getattr(args, k) for k in SETTING_KEYS})
-    if args.report:  # every run recorded in this setting so far, in the grid's order
-        order = {key: i for i, key in enumerate(TASKS)}
-        recorded = [json.loads(f.read_text()) for f in folder.glob("*-seed*.json")]
-        results = sorted(
-            recorded,
-            key=lambda r: (order[r["task"]], list(MODELS).index(r["model"]), r["positions"], r["seed"]),
-        )
-    else:
-        results = [  # seed by seed, so a partial sweep already covers the whole grid once
-            run(args, folder, task, model, positions, seed)
-            for seed in range(1, args.seeds + 1)
-            for task in tasks
-            for model in args.models
-            for positions in args.positions
-        ]
+    if not args.report:
+        for seed in range(1, args.seeds + 1):  # seed by seed, so a partial sweep covers the grid once
+            for task in tasks:
+                for model in args.models:
+                    for positions in args.positions:
+                        run(args, folder, task, model, positions, seed)
+    # The report covers every run recorded at this setting, not only this invocation's: the folder's
+    # table is shared by all the invocations that fill the grid.
+    order = {key: i for i, key in enumerate(TASKS)}
+    results = sorted(
+        (json.loads(f.read_text()) for f in folder.glob("*-seed*.json")),
+        key=lambda r: (order[r["task"]], list(MODELS).index(r["model"]), r["positions"], r["seed"]),
+    )
     write_json(folder / "results.json", results)
-    if args.report:  # the invocations that made the runs
-        command = "`, `".join(dict.fromkeys(r.get("command", "(not recorded)") for r in results))
-    else:
-        command = (
-            "python bench/algorithmic.py "
-            + " ".join(
-                f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                for k, v in vars(args).items()
-                if k not in ("progress", "results_md", "lte", "report")
-            )
-            + (" --lte" if args.lte else "")
-        )
+    command = "`, `".join(dict.fromkeys(r.get("command", "(not recorded)") for r in results))
     lines = table(results, args, command, folder)
     (folder / "table.md").write_text("\n".join(lines) + "\n")
     plot(results, args, folder / "accuracy_by_length.png")
