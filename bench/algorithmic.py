@@ -58,6 +58,7 @@ from results import spread, write_section
 from transduce.config import Config, load_config
 from transduce.data.tasks import examples_of_length
 from transduce.decode.translate import decode_all
+from transduce.fileio import OutputError, RunLock
 from transduce.metrics import accuracy
 from transduce.train.trainer import Trainer
 
@@ -194,8 +195,18 @@ def write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions: str, seed: int) -> dict:
-    """Train and evaluate one (task, model, positions, seed), or complete its stored result."""
+def in_use(work: Path) -> str | None:
+    """Who trains this run now, when another invocation does (its lock is held), else None."""
+    try:
+        with RunLock(work):
+            return None
+    except OutputError as held:
+        return str(held)
+
+
+def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions: str, seed: int) -> None:
+    """Train and evaluate one (task, model, positions, seed), or complete its stored result; a run
+    that another invocation is training is left to it, so several invocations can fill one grid."""
     name = f"{task}-{model}-{positions}-seed{seed}"
     result_file = folder / f"{name}.json"
     result = json.loads(result_file.read_text()) if result_file.exists() else None
@@ -203,7 +214,10 @@ def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions
     missing = [n for n in lengths if result is None or str(n) not in result["by_length"]]
     work = OUT / folder.name / name
     if result is not None and (not missing or not work.exists()):
-        return result  # complete, or recorded in an earlier session whose checkpoint is gone
+        return  # complete, or recorded in an earlier session whose checkpoint is gone
+    if (holder := in_use(work)) is not None:
+        print(f"skipped: {holder}", flush=True)
+        return
     cfg = config(args, task, model, positions, seed)
     cpu, wall = time.process_time(), time.monotonic()
     trainer = Trainer(cfg, work, show_progress=args.progress)
@@ -238,7 +252,6 @@ def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions
     result["wall_minutes"] = result.get("wall_minutes", 0.0) + (time.monotonic() - wall) / 60
     write_json(result_file, result)
     print(json.dumps({k: v for k, v in result.items() if k != "by_length"}), flush=True)
-    return result
 
 
 def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
