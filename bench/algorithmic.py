@@ -30,8 +30,9 @@ in distribution: their headline is the dev split). A run's result is a JSON file
 bench/records/algorithmic/<setting>/ (committed, so that the grid fills up over several sessions;
 the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
-from a result are evaluated from its checkpoint when it is still there, and an interrupted run
-resumes from its last checkpoint. At the end the record folder gets results.json,
+from a result are evaluated from its checkpoint when it is still there, an interrupted run
+resumes from its last checkpoint, and a run that another invocation is training is left to it
+(two one-thread invocations can fill one grid side by side). At the end the record folder gets results.json,
 table.md (mean ± standard deviation over seeds beside the paper's numbers) and
 accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
 with --results-md (the default) the table also goes into bench/RESULTS.md, one section per
