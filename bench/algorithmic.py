@@ -32,8 +32,8 @@ the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
 from a result are evaluated from its checkpoint when it is still there, an interrupted run
 resumes from its last checkpoint, and a run that another invocation is training is left to it
-(two one-thread invocations can fill one grid side by side). At the end the record folder gets results.json,
-table.md (mean ± standard deviation over seeds beside the paper's numbers) and
+(two one-thread invocations can fill one grid side by side). At the end the record folder gets
+results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
 accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
 with --results-md (the default) the table also goes into bench/RESULTS.md, one section per
 setting. --report writes them, training nothing.
@@ -298,6 +298,11 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
     return lines
 
 
+def papers_setting(args: argparse.Namespace, task: str) -> bool:
+    """Whether the paper's numbers apply: its lengths (train 1..40, test 400; LTE tasks at 55)."""
+    return args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
+
+
 def table_rows(
     grouped: dict[tuple[str, str, str], list[dict]], args: argparse.Namespace, where: str, dev: bool
 ) -> list[str]:
@@ -309,10 +314,11 @@ def table_rows(
         "|---|---|---|---|---|---|---|" + ("---|" if dev else "") + "---|---|",
     ]
     for (task, model, positions), rows in grouped.items():
-        papers_setting = (
-            args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
+        paper = (
+            PAPER.get(task, {}).get("ut" if model == "ut_act" else model)
+            if papers_setting(args, task)
+            else None
         )
-        paper = PAPER.get(task, {}).get("ut" if model == "ut_act" else model) if papers_setting else None
         ponder = [
             spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
             for side in ("encoder", "decoder")
@@ -378,11 +384,10 @@ def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
                 color=MODEL_COLOURS[model],
                 label=f"{LABELS[model]}, {positions}",
             )
-    papers_setting = (args.train_len, args.test_len) == (40, 400)
     for column, task in enumerate(tasks):
         for row, metric in enumerate(("char", "seq")):
             ax = axes[row][column]
-            for model, paper in PAPER.get(task, {}).items() if papers_setting else ():
+            for model, paper in PAPER.get(task, {}).items() if papers_setting(args, task) else ():
                 ax.plot(
                     [args.test_len],
                     [paper[row]],
