@@ -351,6 +351,8 @@ ONMT_SMALL_FAST = {
         "transformer_ff": 512,
         "dropout": [0.0],
         "attention_dropout": [0.0],
+        "share_embeddings": True,
+        "share_decoder_embeddings": True,
     },
     "fixed_warmup": 400,
     "recipe_learning_rate": 1.0,
