@@ -11,12 +11,14 @@
 #                          the test set, beam 4; all output under $OUT (default bench/out/gpu)
 #
 # The device image has Python 3.12 with torch, sentencepiece, sacrebleu, safetensors, typer,
-# rich, transformers, httpx and pytest; the server's fastapi/starlette/uvicorn and pydantic (at
+# rich, transformers, httpx and pytest; the server's fastapi/starlette/uvicorn (fastapi needs
+# opentelemetry-api) and pydantic (at
 # our tested versions) travel as wheels.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 pydantic==2.14.3 pydantic_core==2.50.4
-    annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 typing_extensions==4.16.0)
+    annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 typing_extensions==4.16.0
+    opentelemetry-api==1.45.2)
 
 if [ "${1:-}" = fetch ]; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

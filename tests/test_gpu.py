@@ -85,9 +85,12 @@ def test_decoding_loads_onto_the_device_without_cpu_packing(tmp_path):
 
 @pytest.mark.parametrize(("precision", "rel"), [("bf16", 2e-2), ("fp16", 5e-3)])
 def test_mixed_precision_step_tracks_fp32(tmp_path, precision, rel):
+    """Without dropout: CUDA draws a different dropout mask for each dtype, so with it the losses
+    differ by more than precision (1.8% for fp16 on an H200)."""
     stats, trainers = {}, {}
     for p in ("fp32", precision):
-        trainer = Trainer(tiny_config(f"train.precision={p}"), tmp_path / p, show_progress=False)
+        config = tiny_config(f"train.precision={p}", "model.dropout=0")
+        trainer = Trainer(config, tmp_path / p, show_progress=False)
         assert trainer.device.type == DEVICE.type
         stats[p] = trainer.train_step([collate(trainer.train_split, next(iter(trainer.sampler)))])
         trainers[p] = trainer

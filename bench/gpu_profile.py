@@ -1,0 +1,61 @@
+"""Where a training step's GPU time goes: torch.profiler over a few steps of bench/gpu.py's
+training step (random batch, label smoothing 0.1, fused Adam), the kernels sorted by CUDA time.
+
+    python3 bench/gpu_profile.py --preset base --precision bf16 --tokens 24576
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from gpu import DTYPES, random_batch
+from torch.profiler import ProfilerActivity, profile
+
+from transduce.config import load_config
+from transduce.data.vocab import PAD
+from transduce.model import build_model
+from transduce.train.loss import label_smoothed_loss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--precision", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--tokens", type=int, default=24576, help="target tokens per batch")
+    parser.add_argument("--length", type=int, default=32, help="target (and source) tokens per sentence")
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--steps", type=int, default=3, help="profiled steps (after as many warm-up steps)")
+    parser.add_argument("--rows", type=int, default=30, help="table rows")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("error: bench/gpu_profile.py needs a CUDA device")
+    device = torch.device("cuda")
+    cfg = load_config(args.preset, [])
+    model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
+    src, tgt_in, tgt_out = random_batch(args.tokens // (args.length + 1), args.length, args.vocab, device)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=DTYPES[args.precision], enabled=args.precision != "fp32"):
+            loss, _ = label_smoothed_loss(model(src, tgt_in).logits, tgt_out, 0.1, PAD)
+        scaler.scale(loss / tgt_out.numel()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(args.steps):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+
+
+if __name__ == "__main__":
+    main()
