@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -51,6 +52,28 @@ def random_batch(sentences: int, length: int, vocab: int, device: torch.device) 
     return src, torch.cat([bos, tgt], 1), torch.cat([tgt, eos], 1)
 
 
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batch: tuple[torch.Tensor, ...],
+    precision: str,
+) -> Callable[[], None]:
+    """One update on `batch` (source, decoder input, output): autocast forward, smoothed loss,
+    (scaled) backward, Adam; what every timed row repeats."""
+    src, tgt_in, tgt_out = batch
+
+    def step() -> None:
+        with torch.autocast(src.device.type, dtype=DTYPES[precision], enabled=precision != "fp32"):
+            loss, _ = label_smoothed_loss(model(src, tgt_in).logits, tgt_out, 0.1, PAD)
+        scaler.scale(loss / tgt_out.numel()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: argparse.Namespace) -> dict:
     device = args.device
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "fp32"
@@ -62,16 +85,7 @@ def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: ar
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     src, tgt_in, tgt_out = random_batch(max(1, tokens // (args.length + 1)), args.length, args.vocab, device)
     n_tokens = tgt_out.numel()
-
-    def step() -> None:
-        with torch.autocast(device.type, dtype=DTYPES[precision], enabled=precision != "fp32"):
-            logits = step_model(src, tgt_in).logits
-            loss, _ = label_smoothed_loss(logits, tgt_out, 0.1, PAD)
-        scaler.scale(loss / n_tokens).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
+    step = training_step(step_model, optimizer, scaler, (src, tgt_in, tgt_out), precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     began = time.perf_counter()

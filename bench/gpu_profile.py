@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 
 import torch
-from gpu import DTYPES, random_batch
+from gpu import DTYPES, random_batch, training_step
 from torch.profiler import ProfilerActivity, profile
 
 from transduce.config import load_config
 from transduce.data.vocab import PAD
 from transduce.model import build_model
-from transduce.train.loss import label_smoothed_loss
 
 
 def main() -> None:
@@ -36,17 +35,9 @@ def main() -> None:
     cfg = load_config(args.preset, [])
     model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
-    src, tgt_in, tgt_out = random_batch(args.tokens // (args.length + 1), args.length, args.vocab, device)
+    batch = random_batch(args.tokens // (args.length + 1), args.length, args.vocab, device)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=DTYPES[args.precision], enabled=args.precision != "fp32"):
-            loss, _ = label_smoothed_loss(model(src, tgt_in).logits, tgt_out, 0.1, PAD)
-        scaler.scale(loss / tgt_out.numel()).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
+    step = training_step(model, optimizer, scaler, batch, args.precision)
     for _ in range(args.steps):
         step()
     torch.cuda.synchronize()
