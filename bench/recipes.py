@@ -201,7 +201,7 @@ def final_weights(run: Path, average: bool) -> Path:
 
 def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     """Train, decode and score one (recipe, seed); its record's path."""
-    label = f"ours-{name}-seed{seed}-{args.minutes:g}min"
+    label = f"ours-{name}-seed{seed}-{args.minutes:g}min" + (f"-{args.host}-host" if args.host else "")
     record = args.records / f"{label}.json"
     if record.exists():
         return record
@@ -235,6 +235,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "minutes": state["train_seconds"] / 60,
         "wall_minutes_this_invocation": wall_minutes,
         "machine": {"cpu": cpu_name(), "cpus": os.cpu_count()},
+        **({"host": args.host} if args.host else {}),
         "load_average_15min_at_end": load,
         "updates": state["step"],
         "target_tokens": state.get("tokens"),
@@ -275,7 +276,7 @@ def system(r: dict) -> str:
     """The table's name of a run's system: ours by recipe, a peer by toolkit and version (and the
     recipe, when it is not the toolkit's own)."""
     if r["toolkit"] == "transduce":
-        return f"transduce {r['recipe']}"
+        return f"transduce {r['recipe']}" + (f" [{r['host']} host]" if r.get("host") else "")
     peer = r.get("version", r["toolkit"])
     recipe = r.get("recipe_name", "own")
     return peer if recipe == "own" else f"{peer}, {recipe} recipe"
@@ -331,7 +332,9 @@ def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list
     (the ablation of its last change), over the seeds both have; '-' when there is no such run."""
     if "+" not in name or not name.startswith("transduce "):
         return "-"
+    name, bracket, host = name.partition(" [")  # runs of a labelled host pair among themselves
     parent, last = name.rsplit("+", 1)
+    parent, name = parent + bracket + host, name + bracket + host
     mine = {r["seed"]: r["test"]["bleu"] for r in groups[(name, budget)]}
     theirs = {r["seed"]: r["test"]["bleu"] for r in groups.get((parent, budget), [])}
     seeds = sorted(mine.keys() & theirs.keys())
@@ -396,6 +399,11 @@ def main() -> None:
         help="raw train/dev/test.{en,de} to use instead of the l10n corpus (smoke runs)",
     )
     parser.add_argument("--records", type=Path, default=RECORDS, help="where the runs' JSON records go")
+    parser.add_argument(
+        "--host",
+        help="label for a host whose speed differs from the reference runs' (e.g. slower): its runs "
+        "get their own rows and are paired only with runs of the same label",
+    )
     parser.add_argument("--report", action="store_true", help="train nothing: the table from the records")
     parser.add_argument("--no-results-md", action="store_true", help="print the table, leave RESULTS.md")
     args = parser.parse_args()
