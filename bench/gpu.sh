@@ -12,8 +12,7 @@
 #
 # The device image has Python 3.12 with torch, sentencepiece, sacrebleu, safetensors, typer,
 # rich, transformers, httpx and pytest; the server's fastapi/starlette/uvicorn (fastapi needs
-# opentelemetry-api) and pydantic (at
-# our tested versions) travel as wheels.
+# opentelemetry-api) and pydantic (at our tested versions) travel as wheels.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 pydantic==2.14.3 pydantic_core==2.50.4
