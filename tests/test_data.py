@@ -5,9 +5,15 @@ import pytest
 
 from transduce.config import DataConfig
 from transduce.data import dataset as dataset_mod
-from transduce.data.batching import BatchSampler, collate, make_batches, padding_efficiency
+from transduce.data.batching import (
+    BatchSampler,
+    collate,
+    encode_sources,
+    make_batches,
+    padding_efficiency,
+)
 from transduce.data.corpus import CorpusError, read_parallel
-from transduce.data.dataset import Dataset, DatasetError, prepare_task
+from transduce.data.dataset import Dataset, DatasetError, Split, prepare_task
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.tasks import generate_split
 from transduce.data.vocab import BOS, EOS, PAD
@@ -169,6 +175,36 @@ def test_collate_adds_bos_eos_and_pads(tmp_path):
         assert batch.tgt_in[row, : len(t) + 1].tolist() == [BOS, *t.tolist()]
         assert batch.tgt_out[row, : len(t) + 1].tolist() == [*t.tolist(), EOS]
         assert batch.tgt_out[row, len(t) + 1 :].eq(PAD).all()
+
+
+def _naive_padded(rows: list[list[int]]) -> list[list[int]]:
+    width = max(len(r) for r in rows)
+    return [r + [PAD] * (width - len(r)) for r in rows]
+
+
+@pytest.mark.parametrize("joined", [False, True])
+def test_collate_matches_a_row_by_row_construction(joined):
+    rng = np.random.default_rng(3)
+    src_len, tgt_len = rng.integers(1, 9, 40), rng.integers(0, 9, 40)  # some empty targets
+    split = Split(
+        rng.integers(4, 50, int(src_len.sum())).astype(np.int32),
+        np.concatenate([[0], np.cumsum(src_len)]),
+        rng.integers(4, 50, int(tgt_len.sum())).astype(np.int32),
+        np.concatenate([[0], np.cumsum(tgt_len)]),
+    )
+    indices = rng.permutation(40)[:13].tolist()
+    batch = collate(split, indices, joined=joined)
+    pairs = [split.pair(i) for i in indices]
+    tgt = [[*s.tolist(), *t.tolist()] if joined else t.tolist() for s, t in pairs]
+    assert batch.src.tolist() == _naive_padded([[*s.tolist(), EOS] for s, _ in pairs])
+    assert batch.tgt_in.tolist() == _naive_padded([[BOS, *t] for t in tgt])
+    assert batch.tgt_out.tolist() == _naive_padded([[*t, EOS] for t in tgt])
+    assert batch.indices == indices
+
+
+def test_encode_sources_pads_like_a_row_by_row_construction():
+    lines = [[5, 6, 7], [], [9], [4, 4, 4, 4, 4]]
+    assert encode_sources(lines).tolist() == _naive_padded([[*line, EOS] for line in lines])
 
 
 def _digits(text: str) -> str:

@@ -116,6 +116,7 @@ def test_resume_is_exact(tmp_path, precision):
     """With dropout (the device's random generator) and each precision's state (fp16's scale)."""
     common = ("model.dropout=0.1", f"train.precision={precision}", "train.save_every=4")
     straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
+    assert bool(straight.optimizer.defaults["fused"]) == (DEVICE.type == "cuda")  # resumes fused state
     straight.fit()
     Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
     resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)

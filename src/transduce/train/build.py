@@ -194,8 +194,13 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         raise ConfigError(str(exc)) from None
     model.to(device)
     net = nn.parallel.DistributedDataParallel(model) if env.world > 1 else model
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=0.0, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
+    optimizer = torch.optim.Adam(  # CUDA: one fused kernel for all parameters, not one launch per list op
+        model.parameters(),
+        lr=0.0,
+        betas=t.adam_betas,
+        eps=t.adam_eps,
+        weight_decay=t.weight_decay,
+        fused=True if device.type == "cuda" else None,
     )
     train = data.splits["train"]
     sampler = BatchSampler(
