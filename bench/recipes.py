@@ -45,7 +45,7 @@ from pathlib import Path
 
 from l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from l10n_corpus import build as build_corpus
-from results import cpu_name, spread, write_section
+from results import HOST_HELP, cpu_name, host_suffix, spread, write_section
 
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
@@ -201,7 +201,7 @@ def final_weights(run: Path, average: bool) -> Path:
 
 def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     """Train, decode and score one (recipe, seed); its record's path."""
-    label = f"ours-{name}-seed{seed}-{args.minutes:g}min" + (f"-{args.host}-host" if args.host else "")
+    label = f"ours-{name}-seed{seed}-{args.minutes:g}min" + host_suffix(args.host)
     record = args.records / f"{label}.json"
     if record.exists():
         return record
@@ -275,11 +275,12 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
 def system(r: dict) -> str:
     """The table's name of a run's system: ours by recipe, a peer by toolkit and version (and the
     recipe, when it is not the toolkit's own)."""
+    host = f" [{r['host']} host]" if r.get("host") else ""
     if r["toolkit"] == "transduce":
-        return f"transduce {r['recipe']}" + (f" [{r['host']} host]" if r.get("host") else "")
+        return f"transduce {r['recipe']}{host}"
     peer = r.get("version", r["toolkit"])
     recipe = r.get("recipe_name", "own")
-    return peer if recipe == "own" else f"{peer}, {recipe} recipe"
+    return (peer if recipe == "own" else f"{peer}, {recipe} recipe") + host
 
 
 def report(records: list[dict], folder: Path) -> list[str]:
@@ -399,11 +400,7 @@ def main() -> None:
         help="raw train/dev/test.{en,de} to use instead of the l10n corpus (smoke runs)",
     )
     parser.add_argument("--records", type=Path, default=RECORDS, help="where the runs' JSON records go")
-    parser.add_argument(
-        "--host",
-        help="label for a host whose speed differs from the reference runs' (e.g. slower): its runs "
-        "get their own rows and are paired only with runs of the same label",
-    )
+    parser.add_argument("--host", help=HOST_HELP)
     parser.add_argument("--report", action="store_true", help="train nothing: the table from the records")
     parser.add_argument("--no-results-md", action="store_true", help="print the table, leave RESULTS.md")
     args = parser.parse_args()

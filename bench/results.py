@@ -34,6 +34,17 @@ def spread(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
+HOST_HELP = (
+    "label for a host whose speed differs from the reference runs' (e.g. slower): its runs get their "
+    "own rows in the mt-compare table and are paired only with runs of the same label"
+)
+
+
+def host_suffix(host: str | None) -> str:
+    """What a run's record name gets for a labelled host (see HOST_HELP)."""
+    return f"-{host}-host" if host else ""
+
+
 def cpu_name() -> str:
     """The CPU model, for the results (platform.processor() is empty on most Linux systems)."""
     cpuinfo = Path("/proc/cpuinfo")

@@ -9,7 +9,7 @@ unit of compute against the established toolkits' own recipes".
 
 DIR holds train/dev/test.{en,de} plain text, one sentence a line; FILE is the shared
 sentencepiece model (e.g. the `.spm` that `transduce prepare` writes). One JSON per run goes to
---records/<toolkit>[+<recipe>]-seed<N>-<M>min.json (bench/records/mt-compare, committed, where
+--records/<toolkit>[+<recipe>]-seed<N>-<M>min[-<host>-host].json (bench/records/mt-compare, where
 bench/recipes.py puts ours and tables them all); a run whose JSON exists is skipped, and a
 killed run resumes at its first unfinished phase in --out (timing, training, decoding; a
 half-trained model is trained again from the start, since its budget cannot be split).
@@ -104,6 +104,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
+
+from results import HOST_HELP, host_suffix
 
 from transduce.data.corpus import read_lines
 from transduce.fileio import write_text_atomic
@@ -845,7 +847,7 @@ def plan(timing: dict, budget_s: float, points: int) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> Path:
     args.out, args.data, args.spm = args.out.resolve(), args.data.resolve(), args.spm.resolve()
     system = args.toolkit if args.recipe == "own" else f"{args.toolkit}+{args.recipe}"
-    name = f"{system}-seed{args.seed}-{args.minutes:g}min"
+    name = f"{system}-seed{args.seed}-{args.minutes:g}min" + host_suffix(args.host)
     args.records.mkdir(parents=True, exist_ok=True)
     result_path = args.records / f"{name}.json"
     if result_path.exists():
@@ -905,6 +907,7 @@ def run(args: argparse.Namespace) -> Path:
         "version": toolkit.package,
         "torch": json.loads((TOOLKITS / "installed.json").read_text())["torch"],
         "seed": args.seed,
+        **({"host": args.host} if args.host else {}),
         "data": str(args.data),
         "spm": str(args.spm),
         "direction": f"{src}-{tgt}",
@@ -995,6 +998,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the toolkit's random seed (default 1)")
     parser.add_argument("--minutes", type=float, default=60, help="training wall-time budget (default 60)")
     parser.add_argument("--threads", type=int, default=1, help="OMP/MKL threads of the toolkit (default 1)")
+    parser.add_argument("--host", help=HOST_HELP)
     parser.add_argument("--out", type=Path, default=HERE / "out" / "toolkits", help="where runs work")
     parser.add_argument(
         "--records",
