@@ -45,7 +45,7 @@ from pathlib import Path
 
 from l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from l10n_corpus import build as build_corpus
-from results import HOST_HELP, cpu_name, host_suffix, spread, write_section
+from results import HOST_HELP, cpu_name, host_probe, host_suffix, spread, write_section
 
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
@@ -210,6 +210,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     corpus, data = corpus_and_data(args.corpus, vocab_size)
     run = OUT / label
     command = train_command(chosen, seed, args, data, run)
+    probe = host_probe()
     wall = time.monotonic()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)  # resumes an interrupted run
     wall_minutes = (time.monotonic() - wall) / 60
@@ -234,7 +235,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "threads": args.threads,
         "minutes": state["train_seconds"] / 60,
         "wall_minutes_this_invocation": wall_minutes,
-        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count()},
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "probe_before_training": probe},
         **({"host": args.host} if args.host else {}),
         "load_average_15min_at_end": load,
         "updates": state["step"],

@@ -1,12 +1,15 @@
 """Shared by the benchmarks: writing one section of bench/RESULTS.md (replaced in place on
-every run), a mean ± spread cell, and the CPU's name."""
+every run), a mean ± spread cell, the CPU's name and a quick measure of its speed."""
 
 from __future__ import annotations
 
 import os
 import platform
 import statistics
+import time
 from pathlib import Path
+
+import torch
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -53,3 +56,30 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+def host_probe(seconds: float = 1.0) -> dict[str, float]:
+    """One thread's float32 matrix-product GFLOP/s and copy GB/s, a few seconds before a run.
+
+    Hosts with the same CPU name have trained both transduce and OpenNMT-py ~1.5x slower than
+    others; runs record this to tell such hosts apart without a calibration run."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(512, 512), torch.randn(512, 512)
+        gflops = 2 * 512**3 * _repeat(lambda: a @ b, seconds) / 1e9
+        x = torch.randn(16 * 2**20)  # 64 MiB: larger than the caches
+        y = torch.empty_like(x)
+        gbytes = 2 * x.numel() * x.element_size() * _repeat(lambda: y.copy_(x), seconds) / 1e9
+    finally:
+        torch.set_num_threads(threads)
+    return {"matmul_gflops": round(gflops, 1), "copy_gb_s": round(gbytes, 1)}
+
+
+def _repeat(work, seconds: float) -> float:
+    """Calls of `work` per second over about `seconds`."""
+    calls, began = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - began) < seconds:
+        work()
+        calls += 1
+    return calls / elapsed

@@ -105,7 +105,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
-from results import HOST_HELP, host_suffix
+from results import HOST_HELP, cpu_name, host_probe, host_suffix
 
 from transduce.data.corpus import read_lines
 from transduce.fileio import write_text_atomic
@@ -874,6 +874,7 @@ def run(args: argparse.Namespace) -> Path:
         return json.loads(path.read_text())
 
     prepared = phase("prepare.json", lambda: {"commands": toolkit.prepare()})
+    probe = phase("probe.json", host_probe)
 
     budget_s = args.minutes * 60
     timing = phase("timing.json", lambda: toolkit.timing(args.timing_updates))
@@ -908,6 +909,7 @@ def run(args: argparse.Namespace) -> Path:
         "torch": json.loads((TOOLKITS / "installed.json").read_text())["torch"],
         "seed": args.seed,
         **({"host": args.host} if args.host else {}),
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "probe_before_training": probe},
         "data": str(args.data),
         "spm": str(args.spm),
         "direction": f"{src}-{tgt}",
