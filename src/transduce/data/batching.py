@@ -171,11 +171,6 @@ class BatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
-def _positions_in_rows(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Each token's position in its row, for tokens laid out row after row."""
-    return np.arange(len(rows)) - (np.cumsum(lengths) - lengths)[rows]
-
-
 @dataclass
 class _Ragged:
     """Some examples of a ragged array (flat tokens with offsets): each token's row, position
@@ -190,15 +185,15 @@ class _Ragged:
     def of(cls, ids: np.ndarray, lengths: np.ndarray) -> _Ragged:
         """Rows of the given lengths, one after another in `ids`."""
         rows = np.repeat(np.arange(len(lengths)), lengths)
-        return cls(rows, _positions_in_rows(rows, lengths), ids, lengths)
+        return cls(rows, np.arange(len(ids)) - (np.cumsum(lengths) - lengths)[rows], ids, lengths)
 
     @classmethod
     def gather(cls, tokens: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> _Ragged:
         """Examples `indices` of flat `tokens` (example i at offsets[i]:offsets[i + 1])."""
         starts, lengths = offsets[indices], offsets[indices + 1] - offsets[indices]
-        rows = np.repeat(np.arange(len(indices)), lengths)
-        cols = _positions_in_rows(rows, lengths)
-        return cls(rows, cols, tokens[starts[rows] + cols], lengths)
+        # each token's place in `tokens`: its place among the chosen ones, shifted by its row's
+        shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return cls.of(tokens[np.arange(len(shift)) + shift], lengths)
 
     def then(self, other: _Ragged) -> _Ragged:
         """Each row followed by the same row of `other`."""
