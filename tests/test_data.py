@@ -9,6 +9,7 @@ from transduce.data.batching import (
     BatchSampler,
     collate,
     encode_sources,
+    encode_targets,
     make_batches,
     padding_efficiency,
 )
@@ -202,9 +203,12 @@ def test_collate_matches_a_row_by_row_construction(joined):
     assert batch.indices == indices
 
 
-def test_encode_sources_pads_like_a_row_by_row_construction():
+def test_encode_sources_and_targets_pad_like_a_row_by_row_construction():
     lines = [[5, 6, 7], [], [9], [4, 4, 4, 4, 4]]
     assert encode_sources(lines).tolist() == _naive_padded([[*line, EOS] for line in lines])
+    tgt_in, tgt_out = encode_targets(lines)
+    assert tgt_in.tolist() == _naive_padded([[BOS, *line] for line in lines])
+    assert tgt_out.tolist() == _naive_padded([[*line, EOS] for line in lines])
 
 
 def _digits(text: str) -> str:

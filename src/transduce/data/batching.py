@@ -238,8 +238,17 @@ def collate(split: Split, indices: list[int], joined: bool = False) -> Batch:
     )
 
 
+def _ragged_lines(lines: list[list[int]]) -> _Ragged:
+    ids = np.fromiter(itertools.chain.from_iterable(lines), dtype=np.int64)
+    return _Ragged.of(ids, np.array([len(line) for line in lines], dtype=np.int64))
+
+
 def encode_sources(lines: list[list[int]]) -> Tensor:
     """Source tensors for decoding: ids + EOS, right-padded."""
-    ids = np.fromiter(itertools.chain.from_iterable(lines), dtype=np.int64)
-    lengths = np.array([len(line) for line in lines], dtype=np.int64)
-    return _Ragged.of(ids, lengths).padded(bos=False, eos=True)
+    return _ragged_lines(lines).padded(bos=False, eos=True)
+
+
+def encode_targets(lines: list[list[int]]) -> tuple[Tensor, Tensor]:
+    """Target tensors for forced decoding: BOS + ids (input) and ids + EOS (output), right-padded."""
+    ragged = _ragged_lines(lines)
+    return ragged.padded(bos=True, eos=False), ragged.padded(bos=False, eos=True)

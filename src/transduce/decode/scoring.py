@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..data.batching import annotation_tensors, encode_sources, make_batches
+from ..data.batching import annotation_tensors, encode_sources, encode_targets, make_batches
 from ..data.source import SourceAnnotation
 from ..data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
 from .classify import label_log_probs
@@ -77,13 +77,7 @@ def score(
     top, vocab = max(max(g) for g in gold), target_vocab_size(model)
     if vocab is not None and top >= vocab:
         raise ValueError(f"target token id {top} is outside the target vocabulary ({vocab} entries)")
-    width = max(len(g) for g in gold)
-    tgt_in = torch.full((len(gold), width), PAD, dtype=torch.long)
-    tgt_out = torch.full((len(gold), width), PAD, dtype=torch.long)
-    for row, g in enumerate(gold):
-        tgt_in[row, : len(g)] = torch.tensor([BOS, *g[:-1]])
-        tgt_out[row, : len(g)] = torch.tensor(g)
-    tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
+    tgt_in, tgt_out = (t.to(src.device) for t in encode_targets(checked))
     logits = model.decode(tgt_in, model.encode(src, **(source or {})))  # causal: padding after is unseen
     logp = logits.float().log_softmax(-1).gather(2, tgt_out[:, :, None])[:, :, 0]  # (batch, width)
     logp = logp.masked_fill(tgt_out.eq(PAD), 0.0).double().cpu()
