@@ -284,10 +284,11 @@ class Trainer:
         """One optimizer update over `batches`, or why there was none: a non-finite loss or
         gradient, or (fp16) gradients that overflowed only because of the loss scale."""
         targets = [self.objective.targets(b) for b in batches]
-        tokens = torch.tensor([float(sum(int(t.ne(IGNORE).sum()) for t in targets))], device=self.device)
-        if self.env.world > 1:
+        total = float(sum(int(t.ne(IGNORE).sum()) for t in targets))  # counted on the host
+        if self.env.world > 1:  # every rank divides by the step's global count
+            tokens = torch.tensor([total], device=self.device)
             dist.all_reduce(tokens)
-        total = float(tokens.item())
+            total = float(tokens.item())
         self.optimizer.zero_grad(set_to_none=True)
         sums = torch.zeros(2, device=self.device)
         for i, (b, target) in enumerate(zip(batches, targets, strict=True)):
