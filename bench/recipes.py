@@ -18,7 +18,9 @@ reported), with dev BLEU (greedy, the whole dev set) every --minutes / --curve-p
 the final weights (or, with `avg5`, the mean of the last five checkpoints, saved every
 --minutes / 20) translate the raw test lines with beam 4 as `transduce translate` does
 (tokenisation included) and are scored with sacrebleu against the raw references, as
-bench/toolkits.py scores the peers.
+bench/toolkits.py scores the peers. An averaging run's record also scores its own last
+checkpoint (test.last_checkpoint: what the averaging bought on one trajectory); records written
+before that field get it when their command runs again.
 
 One JSON per run goes to bench/records/mt-compare/ (committed: the grid fills up over several
 sessions), named ours-<recipe>-seed<N>-<M>min.json, beside the peers' (bench/toolkits.py
@@ -50,9 +52,9 @@ from results import HOST_HELP, cpu_name, host_probe, host_suffix, spread, write_
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import output_rows, translate_lines
-from transduce.metrics import corpus_scores
+from transduce.metrics import BleuReport, corpus_scores
 from transduce.store.checkpoint import step_checkpoints
-from transduce.store.load import load_for_decoding
+from transduce.store.load import LoadedModel, load_for_decoding
 
 HERE = Path(__file__).resolve().parent
 RECORDS = HERE / "records" / "mt-compare"
@@ -199,13 +201,52 @@ def final_weights(run: Path, average: bool) -> Path:
     return averaged
 
 
+def test_scores(
+    weights: Path, sources: list[str], refs: list[str], threads: int
+) -> tuple[LoadedModel, BleuReport, float]:
+    """Translate the test sources with `weights` as `transduce translate` does and score them:
+    the loaded model, the scores and the decoding seconds."""
+    loaded = load_for_decoding(weights, "none", threads)
+    began = time.monotonic()
+    outputs, _ = translate_lines(loaded, sources, loaded.config.decode)
+    seconds = time.monotonic() - began
+    return loaded, corpus_scores(output_rows(outputs), refs), seconds
+
+
+def last_checkpoint_score(last: Path, sources: list[str], refs: list[str], args: argparse.Namespace) -> dict:
+    """The test scores of an averaging run's own last checkpoint: what the averaging itself
+    bought, on one training trajectory."""
+    _, scores, _ = test_scores(last, sources, refs, args.threads)
+    return {"weights": last.name, "bleu": scores.bleu, "chrf": scores.chrf}
+
+
+def add_last_checkpoint_score(record: Path, run: Path, args: argparse.Namespace) -> None:
+    """Give an averaging run's record, written before it carried one, its last checkpoint's
+    test scores (atomically; a record whose run directory is gone is left as it is)."""
+    result = json.loads(record.read_text(encoding="utf-8"))
+    if "last_checkpoint" in result["test"] or not (run / "checkpoints").is_dir():
+        return
+    corpus, _ = corpus_and_data(args.corpus, result["vocab_size"])
+    lines = result["test"]["lines"]
+    sources = read_lines(corpus / f"test.{SRC}")[:lines]
+    refs = read_lines(corpus / f"test.{TGT}")[:lines]
+    last = step_checkpoints(run / "checkpoints")[-1]
+    score = result["test"]["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    os.replace(tmp, record)
+    print(f"{record.stem}: its last checkpoint alone, test BLEU {score['bleu']:.2f}")
+
+
 def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     """Train, decode and score one (recipe, seed); its record's path."""
     label = f"ours-{name}-seed{seed}-{args.minutes:g}min" + host_suffix(args.host)
     record = args.records / f"{label}.json"
-    if record.exists():
-        return record
     chosen = recipe(name)
+    if record.exists():
+        if chosen.average:
+            add_last_checkpoint_score(record, OUT / label, args)
+        return record
     vocab_size = chosen.vocab_size or args.vocab_size
     corpus, data = corpus_and_data(args.corpus, vocab_size)
     run = OUT / label
@@ -220,11 +261,10 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     weights = final_weights(run, chosen.average)
     sources = read_lines(corpus / f"test.{SRC}")[: args.test_lines]
     refs = read_lines(corpus / f"test.{TGT}")[: args.test_lines]
-    loaded = load_for_decoding(weights, "none", args.threads)
-    began = time.monotonic()
-    outputs, _ = translate_lines(loaded, sources, loaded.config.decode)
-    decode_seconds = time.monotonic() - began
-    scores = corpus_scores(output_rows(outputs), refs)
+    loaded, scores, decode_seconds = test_scores(weights, sources, refs, args.threads)
+    unaveraged = {}
+    if chosen.average:  # what the averaging itself bought: the same run's last checkpoint alone
+        unaveraged["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args)
     result = {
         "toolkit": "transduce",
         "recipe": name,
@@ -250,6 +290,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
             "bleu_signature": scores.bleu_signature,
             "chrf_signature": scores.chrf_signature,
             "decode_seconds": decode_seconds,
+            **unaveraged,
         },
         "curve": [
             {
