@@ -52,6 +52,7 @@ from results import HOST_HELP, cpu_name, host_probe, host_suffix, spread, write_
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import output_rows, translate_lines
+from transduce.fileio import write_text_atomic
 from transduce.metrics import BleuReport, corpus_scores
 from transduce.store.checkpoint import step_checkpoints
 from transduce.store.load import LoadedModel, load_for_decoding
@@ -213,10 +214,10 @@ def test_scores(
     return loaded, corpus_scores(output_rows(outputs), refs), seconds
 
 
-def last_checkpoint_score(last: Path, sources: list[str], refs: list[str], args: argparse.Namespace) -> dict:
+def last_checkpoint_score(last: Path, sources: list[str], refs: list[str], threads: int) -> dict:
     """The test scores of an averaging run's own last checkpoint: what the averaging itself
     bought, on one training trajectory."""
-    _, scores, _ = test_scores(last, sources, refs, args.threads)
+    _, scores, _ = test_scores(last, sources, refs, threads)
     return {"weights": last.name, "bleu": scores.bleu, "chrf": scores.chrf}
 
 
@@ -231,10 +232,8 @@ def add_last_checkpoint_score(record: Path, run: Path, args: argparse.Namespace)
     sources = read_lines(corpus / f"test.{SRC}")[:lines]
     refs = read_lines(corpus / f"test.{TGT}")[:lines]
     last = step_checkpoints(run / "checkpoints")[-1]
-    score = result["test"]["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args)
-    tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    os.replace(tmp, record)
+    score = result["test"]["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args.threads)
+    write_text_atomic(record, json.dumps(result, indent=1))
     print(f"{record.stem}: its last checkpoint alone, test BLEU {score['bleu']:.2f}")
 
 
@@ -264,7 +263,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     loaded, scores, decode_seconds = test_scores(weights, sources, refs, args.threads)
     unaveraged = {}
     if chosen.average:  # what the averaging itself bought: the same run's last checkpoint alone
-        unaveraged["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args)
+        unaveraged["last_checkpoint"] = last_checkpoint_score(last, sources, refs, args.threads)
     result = {
         "toolkit": "transduce",
         "recipe": name,
@@ -307,9 +306,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "commands": [" ".join(map(str, command))],
     }
     args.records.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    os.replace(tmp, record)
+    write_text_atomic(record, json.dumps(result, indent=1))
     print(f"{label}: {result['updates']} updates, test BLEU {scores.bleu:.2f} chrF {scores.chrf:.2f}")
     return record
 
