@@ -12,15 +12,17 @@ the same with two changes (CHANGES lists them), so that an ablation is a list of
 differ by one change. `small-fast` is the preset of that name with 4,000 pieces (what the README
 recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes that each undo
 or vary one of its choices (postnorm, dropout0.1, ls0, lr2, lr4, warmup1000, batch4k, layers3,
-width192, vocab2k, vocab8k, avg5). Each run is `transduce train` for --minutes of training time on
---threads thread(s) (train.max_minutes: validations are not counted; their wall time is
-reported), with dev BLEU (greedy, the whole dev set) every --minutes / --curve-points; then
-the final weights (or, with `avg5`, the mean of the last five checkpoints, saved every
---minutes / 20) translate the raw test lines with beam 4 as `transduce translate` does
-(tokenisation included) and are scored with sacrebleu against the raw references, as
-bench/toolkits.py scores the peers. An averaging run's record also scores its own last
-checkpoint (test.last_checkpoint: what the averaging bought on one trajectory); records written
-before that field get it when their command runs again.
+width192, vocab2k, vocab8k, avg5). The preset itself averages its last five checkpoints
+(train.average_last); the bench's `small-fast` scores its final weights instead
+(train.average_last=null), so at 60 minutes `small-fast+avg5` is the preset as it ships. Each run is
+`transduce train` for --minutes of training time on --threads thread(s) (train.max_minutes:
+validations are not counted; their wall time is reported), with dev BLEU (greedy, the whole dev set)
+every --minutes / --curve-points; then the final weights (or, with `avg5`, the mean of the last five
+checkpoints, saved every --minutes / 20, that train.average_last=5 writes at the end) translate the
+raw test lines with beam 4 as `transduce translate` does (tokenisation included) and are scored with
+sacrebleu against the raw references, as bench/toolkits.py scores the peers. An averaging run's
+record also scores its own last checkpoint (test.last_checkpoint: what the averaging bought on one
+trajectory); records written before that field get it when their command runs again.
 
 One JSON per run goes to bench/records/mt-compare/ (committed: the grid fills up over several
 sessions), named ours-<recipe>-seed<N>-<M>min.json, beside the peers' (bench/toolkits.py
@@ -183,6 +185,7 @@ def train_command(chosen: Recipe, seed: int, args: argparse.Namespace, data: Pat
         f"train.save_every_minutes={args.minutes / (20 if average else 4)}",
         "train.save_every=100000000",
         f"train.keep_last={5 if average else 1}",
+        f"train.average_last={5 if average else 'null'}",
         f"train.threads={args.threads}",
         "train.log_every=100",
         f"train.seed={seed}",
@@ -192,14 +195,8 @@ def train_command(chosen: Recipe, seed: int, args: argparse.Namespace, data: Pat
 
 
 def final_weights(run: Path, average: bool) -> Path:
-    """The run's last checkpoint, or the average of its last five (written once)."""
-    if not average:
-        return step_checkpoints(run / "checkpoints")[-1]
-    averaged = run / "averaged"
-    if not averaged.exists():
-        command = [sys.executable, "-m", "transduce", "average", "--last", "5", "--run-dir", str(run)]
-        subprocess.run([*command, "-o", str(averaged)], check=True, stdout=subprocess.DEVNULL)
-    return averaged
+    """The run's last checkpoint, or the average of its last five (train.average_last wrote it)."""
+    return run / "averaged" if average else step_checkpoints(run / "checkpoints")[-1]
 
 
 def test_scores(

@@ -126,6 +126,10 @@ BAD_OVERRIDES = [
     (["train.steps=10000000000"], "train.steps: Input should be less than or equal to 1000000000"),
     (["train.adam_betas=[0.9, 1.5]"], "train.adam_betas.1: Input should be less than 1 (got 1.5)"),
     (["train.seed=-1"], "train.seed: Input should be greater than or equal to 0"),
+    (
+        ["train.keep_last=3", "train.average_last=5"],
+        "train.average_last (5) must not exceed train.keep_last (3)",
+    ),
     (["data.max_tokens=1000000000000"], "data.max_tokens: Input should be less than or equal to 1048576"),
     (["data.task_train_max_len=100000000"], "data.task_train_max_len: Input should be less than or equal"),
     (["data.task_test_max_len=100000000"], "data.task_test_max_len: Input should be less than or equal"),

@@ -163,6 +163,31 @@ def test_averaging_copies_and_means(tmp_path):
         average_checkpoints([first, step_checkpoints(tmp_path / "other" / "checkpoints")[0]])
 
 
+def test_average_last_writes_the_mean_of_the_last_checkpoints_at_the_end(tmp_path):
+    overrides = ("train.steps=6", "train.save_every=2", "train.keep_last=2", "train.average_last=2")
+    Trainer(tiny_config(*overrides), tmp_path / "r", show_progress=False).fit()
+    kept = step_checkpoints(tmp_path / "r" / "checkpoints")
+    assert [p.name for p in kept] == ["ckpt-00000004", "ckpt-00000006"]
+    older, newer = (load_file(p / "model.safetensors") for p in kept)
+    averaged = load_file(tmp_path / "r" / "averaged" / "model.safetensors")
+    assert averaged.keys() == newer.keys()
+    assert all(torch.allclose(averaged[k], (older[k] + newer[k]) / 2, atol=1e-7) for k in newer)
+    assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [4, 6]
+    resumed = tiny_config("train.steps=8", "train.save_every=2", "train.keep_last=2", "train.average_last=2")
+    Trainer(resumed, tmp_path / "r", show_progress=False).fit(resume=True)  # a longer run replaces it
+    assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [6, 8]
+
+
+def test_average_last_never_replaces_a_directory_it_did_not_write(tmp_path):
+    (tmp_path / "r" / "averaged").mkdir(parents=True)
+    (tmp_path / "r" / "averaged" / "notes.txt").write_text("mine")
+    cfg = tiny_config("train.steps=2", "train.save_every=2", "train.average_last=1")
+    with pytest.raises(TrainingError, match="which `transduce average` did not write"):
+        Trainer(cfg, tmp_path / "r", show_progress=False).fit()
+    assert (tmp_path / "r" / "averaged" / "notes.txt").read_text() == "mine"
+    assert not step_checkpoints(tmp_path / "r" / "checkpoints")  # refused before training
+
+
 def test_non_finite_losses_are_skipped_then_stop(tmp_path, monkeypatch):
     real = trainer_mod.label_smoothed_loss
 

@@ -28,9 +28,10 @@ from ..config import Config, architecture_differences
 from ..data.batching import Batch, make_batches
 from ..data.dataset import Split
 from ..data.meta import DataFacts
-from ..fileio import RunLock, remove_stale_temporaries, write_text_atomic
+from ..fileio import OutputError, RunLock, check_output_dir, remove_stale_temporaries, write_text_atomic
 from ..metrics import perplexity
 from ..model.ponder import ponder_loss
+from ..store.average import last_checkpoints, write_average
 from ..store.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -394,18 +395,50 @@ class Trainer:
                 if self.env.main:
                     for leftover in remove_stale_temporaries(self.checkpoints):
                         self.warn(f"removed {leftover.name}, left by an interrupted checkpoint write")
+                if self.env.main and self.cfg.train.average_last is not None:
+                    self._average_output()  # refused now, not after the training
                 resumed = resume and self.resume()
                 if init is not None and not resumed:
                     init()
                 self.saved_step = self.state.step
                 try:
-                    return self._loop(logger)
+                    metrics = self._loop(logger)
                 except BaseException as exc:
                     self._save_on_the_way_out(exc)
                     raise
+                if self.env.main and self.cfg.train.average_last is not None:
+                    self._average_last(self.cfg.train.average_last)
+                return metrics
             finally:
                 logger.close()
                 self.logger = None
+
+    def _average_last(self, n: int) -> Path:
+        """`train.average_last`: the mean of the run's last `n` checkpoints in <run>/averaged
+        (replacing only an earlier average), the one late change that gains in a short run."""
+        paths = last_checkpoints(self.run_dir, n)
+        if len(paths) < n:
+            self.warn(f"train.average_last={n}, but the run has {len(paths)} checkpoints; averaging those")
+        out = self._average_output()
+        averaged = write_average(paths, out)
+        steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
+        message = f"averaged {len(paths)} checkpoints (steps {steps}) into {out}; decode it with -m {out}"
+        self.console.print(message, highlight=False, soft_wrap=True)
+        if self.logger is not None:
+            self.logger.text(message)
+        return out
+
+    def _average_output(self) -> Path:
+        """<run>/averaged, where train.average_last writes: refused if `average` did not write it."""
+        out = self.run_dir / "averaged"
+        try:
+            check_output_dir(out, "average")
+        except OutputError:
+            raise TrainingError(
+                f"train.average_last would replace {out}, which `transduce average` did not write; "
+                "move it away or set train.average_last=null"
+            ) from None
+        return out
 
     def _save_on_the_way_out(self, exc: BaseException) -> None:
         if not self.env.main or self.state.step <= self.saved_step:
