@@ -250,6 +250,11 @@ def scene_resume_on_edited_data(tmp: Path, run: Path) -> list[str]:
     return train_args(mine, "train.steps=4")
 
 
+def scene_average_last_over_foreign(tmp: Path, run: Path) -> list[str]:
+    foreign_dir(tmp / "t" / "averaged")
+    return train_args(tmp / "t", "train.average_last=1")
+
+
 ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("prepare -o a foreign directory", scene_prepare_foreign, "did not write"),
     ("prepare -o its own input folder", scene_prepare_into_input, "contain or lie inside the input"),
@@ -274,6 +279,7 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),
     ("train --run-dir its dataset", scene_run_dir_is_dataset, "lies inside the dataset"),
     ("train --run-dir a checkpoint", scene_run_dir_is_checkpoint, "which `transduce train` wrote"),
+    ("average_last over a foreign averaged/", scene_average_last_over_foreign, "average` did not write"),
 ]
 
 
