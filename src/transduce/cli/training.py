@@ -87,6 +87,8 @@ def train(
     if env.main:
         show_samples(trainer)
         console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
+        if cfg.train.average_last is not None:
+            console.print(f"the average of the last {cfg.train.average_last}: {run / 'averaged'}")
         if metrics:
             console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
 

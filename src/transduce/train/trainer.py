@@ -413,20 +413,19 @@ class Trainer:
                 logger.close()
                 self.logger = None
 
-    def _average_last(self, n: int) -> Path:
-        """`train.average_last`: the mean of the run's last `n` checkpoints in <run>/averaged
-        (replacing only an earlier average), the one late change that gains in a short run."""
+    def _average_last(self, n: int) -> None:
+        """`train.average_last`: the mean of the run's last `n` checkpoints in <run>/averaged,
+        replacing only an earlier average (a longer or resumed run averages its own last ones)."""
         paths = last_checkpoints(self.run_dir, n)
         if len(paths) < n:
             self.warn(f"train.average_last={n}, but the run has {len(paths)} checkpoints; averaging those")
         out = self._average_output()
         averaged = write_average(paths, out)
         steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
-        message = f"averaged {len(paths)} checkpoints (steps {steps}) into {out}; decode it with -m {out}"
+        message = f"averaged {len(paths)} checkpoints (steps {steps}) into {out}"
         self.console.print(message, highlight=False, soft_wrap=True)
         if self.logger is not None:
             self.logger.text(message)
-        return out
 
     def _average_output(self) -> Path:
         """<run>/averaged, where train.average_last writes: refused if `average` did not write it."""
