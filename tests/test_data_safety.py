@@ -437,6 +437,7 @@ def test_average_records_what_it_averaged_and_warns_when_short(tmp_path, trained
     )
     assert result.exit_code == 0, result.output
     assert "has only 2 checkpoints" in result.output.replace("\n", " ")
+    assert f"averaged 2 checkpoints (steps 2, 4) into {tmp_path / 'a'}" in result.output.replace("\n", "")
     meta = load_checkpoint(tmp_path / "a").meta
     assert [(a.checkpoint, a.step) for a in meta.averaged_from] == [
         ("ckpt-00000002", 2),

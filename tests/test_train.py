@@ -173,6 +173,7 @@ def test_average_last_writes_the_mean_of_the_last_checkpoints_at_the_end(tmp_pat
     assert averaged.keys() == newer.keys()
     assert all(torch.allclose(averaged[k], (older[k] + newer[k]) / 2, atol=1e-7) for k in newer)
     assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [4, 6]
+    assert "averaged 2 checkpoints (steps 4, 6) into" in (tmp_path / "r" / "train.log").read_text()
     resumed = tiny_config("train.steps=8", "train.save_every=2", "train.keep_last=2", "train.average_last=2")
     Trainer(resumed, tmp_path / "r", show_progress=False).fit(resume=True)  # a longer run replaces it
     assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [6, 8]

@@ -126,7 +126,7 @@ def average(
     The checkpoints must share architecture and vocabularies. The output records which
     checkpoints (and steps) it averages; an existing -o is replaced only if `average` wrote it."""
     from ..fileio import OutputError
-    from ..store.average import last_checkpoints, write_average
+    from ..store.average import last_checkpoints, summary, write_average
     from ..store.checkpoint import CheckpointError
 
     with user_errors(CheckpointError, OutputError):
@@ -143,5 +143,4 @@ def average(
         else:
             paths = list(checkpoints or [])
         averaged = write_average(paths, out, force)
-    steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
-    console.print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
+    console.print(summary(averaged, out))

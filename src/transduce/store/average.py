@@ -56,6 +56,12 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
     return Checkpoint(first.path, first.config, meta, averaged)
 
 
+def summary(averaged: Checkpoint, out: Path) -> str:
+    """One line saying what an average holds and where it went (`average` and the trainer)."""
+    steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
+    return f"averaged {len(averaged.meta.averaged_from)} checkpoints (steps {steps}) into {out}"
+
+
 def write_average(paths: list[Path], out: Path, force: bool = False) -> Checkpoint:
     """Average `paths` into the checkpoint directory `out` and return the average. `out` is
     checked before anything is loaded (fileio.check_output_dir: only an earlier `average`

@@ -31,7 +31,7 @@ from ..data.meta import DataFacts
 from ..fileio import OutputError, RunLock, check_output_dir, remove_stale_temporaries, write_text_atomic
 from ..metrics import perplexity
 from ..model.ponder import ponder_loss
-from ..store.average import last_checkpoints, write_average
+from ..store.average import last_checkpoints, summary, write_average
 from ..store.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -421,11 +421,8 @@ class Trainer:
             self.warn(f"train.average_last={n}, but the run has {len(paths)} checkpoints; averaging those")
         out = self._average_output()
         averaged = write_average(paths, out)
-        steps = ", ".join(str(a.step) for a in averaged.meta.averaged_from)
-        message = f"averaged {len(paths)} checkpoints (steps {steps}) into {out}"
-        self.console.print(message, highlight=False, soft_wrap=True)
-        if self.logger is not None:
-            self.logger.text(message)
+        if self.logger is not None:  # the CLI names the average on screen
+            self.logger.text(summary(averaged, out))
 
     def _average_output(self) -> Path:
         """<run>/averaged, where train.average_last writes: refused if `average` did not write it."""
