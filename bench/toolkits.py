@@ -12,7 +12,8 @@ sentencepiece model (e.g. the `.spm` that `transduce prepare` writes). One JSON 
 --records/<toolkit>[+<recipe>]-seed<N>-<M>min[-<host>-host].json (bench/records/mt-compare, where
 bench/recipes.py puts ours and tables them all); a run whose JSON exists is skipped, and a
 killed run resumes at its first unfinished phase in --out (timing, training, decoding; a
-half-trained model is trained again from the start, since its budget cannot be split).
+half-trained model is trained again from the start, since its budget cannot be split; decoding
+resumes at its first unfinished shard of --decode-shard-lines lines).
 
 The toolkits' venv, bench/.toolkits (created on first use by `ensure_toolkits`, git-ignored):
   torch==2.13.0 (CPU) first; then joeynmt==2.3.0 and OpenNMT-py==3.5.1 with --no-deps (both pin
@@ -609,11 +610,11 @@ class JoeyNMT(Toolkit):
             "command": {**record, "seconds": round(end - start, 2), "sigint_after_s": budget_s},
         }
 
-    def decode(self, src: Path, out: Path) -> dict:
+    def decode(self, src: Path, out: Path, log: str) -> dict:
         """`translate` reads stdin and prints the detokenised hypotheses (its -o option fails in
         2.3.0: AttributeError on args.n_best), with the beam and checkpoint of model.yaml."""
         cfg = self.dir / "model.yaml"
-        return self.runner.run([COMPAT, "translate", cfg], "decode.log", stdin=src, stdout=out)
+        return self.runner.run([COMPAT, "translate", cfg], log, stdin=src, stdout=out)
 
 
 def joey_curve(log: list[str], rows: list[str], start: float) -> list[dict]:
@@ -769,12 +770,12 @@ class OpenNMT(Toolkit):
             checkpoint.rename(checkpoint.with_name(checkpoint.name + ".partial"))
         raise RuntimeError(f"OpenNMT-py saved no complete checkpoint: see {self.dir / 'train.log'}")
 
-    def decode(self, src: Path, out: Path) -> dict:
+    def decode(self, src: Path, out: Path, log: str) -> dict:
         args = ["-m", "onmt.bin.translate", "-model", self._checkpoints()[-1], "-src", src, "-output", out]
         args += ["-beam_size", "4", "-gpu", "-1", "-seed", str(self.seed), "-transforms", "sentencepiece"]
         args += ["-src_subword_model", self.spm, "-tgt_subword_model", self.spm]
         args += self.recipe.get("translate_options", [])
-        return self.runner.run(args, "decode.log")
+        return self.runner.run(args, log)
 
 
 def checkpoint_step(path: Path) -> int:
@@ -844,6 +845,46 @@ def plan(timing: dict, budget_s: float, points: int) -> tuple[int, int]:
 # ---- one run ---------------------------------------------------------------------------------
 
 
+def decode_in_shards(toolkit: Toolkit, lines: list[str], shards: Path, size: int, jobs: int) -> dict:
+    """Decode `lines` in shards of `size` lines, `jobs` one-thread processes at a time.
+
+    Each finished shard is kept as shards/NNN.json (its hypotheses, seconds and command), so a
+    killed decoding resumes at its first unfinished shard, and a rerun may change `jobs`. An
+    undertrained peer's outputs run to its length limit, and one test set then takes over an
+    hour and a half on one core. `seconds` sums the shards' processes: the one-process time,
+    comparable between runs whatever `jobs` was.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    shards.mkdir(parents=True, exist_ok=True)
+    starts = range(0, len(lines), size)
+
+    def shard(k: int) -> dict:
+        done = shards / f"{k:03d}.json"
+        if not done.exists():
+            part = lines[starts[k] : starts[k] + size]
+            source, out = shards / f"{k:03d}.src", shards / f"{k:03d}.hyp.tmp"
+            write_text_atomic(source, "".join(line + "\n" for line in part))
+            start = time.time()
+            command = toolkit.decode(source, out, f"{shards.name}/{k:03d}.log")
+            hyps = read_lines(out)
+            if len(hyps) != len(part):
+                raise RuntimeError(f"{out}: {len(hyps)} hypotheses for {len(part)} lines")
+            result = {"seconds": round(time.time() - start, 2), "hypotheses": hyps, "command": command}
+            write_text_atomic(done, json.dumps(result, indent=1))
+            out.unlink()
+        return json.loads(done.read_text())
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(shard, range(len(starts))))
+    return {
+        "seconds": round(sum(p["seconds"] for p in parts), 2),
+        "jobs": jobs,
+        "hypotheses": [h for p in parts for h in p["hypotheses"]],
+        "command": {**parts[0]["command"], "shards": len(parts), "shard_lines": size},
+    }
+
+
 def run(args: argparse.Namespace) -> Path:
     args.out, args.data, args.spm = args.out.resolve(), args.data.resolve(), args.spm.resolve()
     system = args.toolkit if args.recipe == "own" else f"{args.toolkit}+{args.recipe}"
@@ -891,11 +932,11 @@ def run(args: argparse.Namespace) -> Path:
     def decode() -> dict:
         source = run_dir / "data" / f"test.{src}"
         empty = non_empty(args.data / f"test.{src}", source, args.test_lines)
-        out = run_dir / "test.hyp.tmp"
-        start = time.time()
-        command = toolkit.decode(source, out)
-        hyps = refill(read_lines(out), empty)
-        return {"seconds": round(time.time() - start, 2), "hypotheses": hyps, "command": command}
+        shards = run_dir / f"decode-{args.decode_shard_lines}"
+        decoded = decode_in_shards(
+            toolkit, read_lines(source), shards, args.decode_shard_lines, args.decode_jobs
+        )
+        return {**decoded, "hypotheses": refill(decoded["hypotheses"], empty)}
 
     decoded = phase("decode.json", decode)
     from transduce.metrics import corpus_scores
@@ -928,6 +969,7 @@ def run(args: argparse.Namespace) -> Path:
             "bleu_signature": scores.bleu_signature,
             "chrf_signature": scores.chrf_signature,
             "decode_seconds": decoded["seconds"],
+            **({"decode_jobs": decoded["jobs"]} if "jobs" in decoded else {}),
         },
         "curve": trained["curve"],
         "curve_note": f"dev: first {args.dev_lines} lines; minutes since the training process started",
@@ -1016,6 +1058,20 @@ def main() -> None:
     )
     parser.add_argument(
         "--test-lines", type=int, help="score only the first N test lines (default: all; for smoke tests)"
+    )
+    parser.add_argument(
+        "--decode-shard-lines",
+        type=int,
+        default=250,
+        help="test lines a decoding process takes (default 250): finished shards are kept, so a "
+        "killed decoding resumes",
+    )
+    parser.add_argument(
+        "--decode-jobs",
+        type=int,
+        default=1,
+        help="decoding processes at a time, each with --threads threads (default 1); the record's "
+        "decode_seconds sums them",
     )
     parser.add_argument(
         "--timing-updates", type=int, default=10, help="updates in the timing run (default 10)"
