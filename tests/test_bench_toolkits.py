@@ -15,9 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from toolkits import decode_in_shards
 
+from transduce.data.corpus import read_lines
+
 
 class Reverser:
-    """Decodes a line into its reverse and counts the shards it was asked for."""
+    """Decodes a line into its reverse and records which shards it was asked for."""
 
     def __init__(self, drop_last: bool = False):
         self.sources: list[str] = []
@@ -25,7 +27,7 @@ class Reverser:
 
     def decode(self, source: Path, out: Path, log: str) -> dict:
         self.sources.append(source.name)
-        hyps = [line[::-1] for line in source.read_text(encoding="utf-8").splitlines()]
+        hyps = [line[::-1] for line in read_lines(source)]
         if self.drop_last:
             hyps = hyps[:-1]
         out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
