@@ -77,6 +77,22 @@ def prepare(
             "apply): data for fine-tuning with `train --init-from`."
         ),
     ] = None,
+    vocab_sample: Annotated[
+        int,
+        typer.Option(
+            help="Learn the vocabulary from a uniform sample of this many training pairs (all of them "
+            "when there are fewer; with a shared vocabulary, 1,000,000 pairs are the 2,000,000 "
+            "sentences sentencepiece would train on anyway)."
+        ),
+    ] = 1_000_000,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Processes that check and encode the text in chunks (default: the cores this process "
+            "may use); the dataset is the same for any number.",
+        ),
+    ] = None,
     max_len: Annotated[
         int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
     ] = 256,
@@ -133,6 +149,9 @@ def prepare(
 ) -> None:
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
 
+    Text files may be compressed (train.en.gz, .xz or .zst). The corpus streams through in
+    chunks, so memory stays bounded whatever its size.
+
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
     (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
     inside DATA_DIR; an -o that contains an input file is always refused."""
@@ -177,8 +196,9 @@ def prepare(
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
             control=control,
             vocab_from=str(vocab_source(vocab_from)) if vocab_from is not None else None,
+            vocab_sample=vocab_sample,
         )
-        report = prepare_text(data_dir, out, opts, force=force)
+        report = prepare_text(data_dir, out, opts, force=force, workers=workers)
     except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place

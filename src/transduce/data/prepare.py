@@ -1,20 +1,40 @@
 """`transduce prepare`: parallel text files -> BPE vocabulary -> binarised dataset; treebanks ->
-parsing datasets."""
+parsing datasets.
+
+Parallel text streams through in chunks, twice: a first pass checks every line and draws a
+uniform sample of the training pairs for the vocabulary, a second encodes and appends to the
+arrays on disk. Memory is bounded by a few chunks per process and the sample, not by the
+corpus; chunks are processed by `workers` processes, and the output is the same for any number.
+"""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 
-import numpy as np
 from rich.progress import Progress
 
 from ..config import load_config
-from ..fileio import check_output_dir
-from .corpus import CorpusError, ReadStats, read_parallel, require_corpus_file
-from .dataset import Dataset, Split, content_hash, is_up_to_date, prepare_task, write_dataset
-from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
+from ..fileio import atomic_directory, check_output_dir
+from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, job
+from .corpus import CorpusError, LineRules, ReadStats, aligned_chunks, corpus_path, require_corpus_file
+from .dataset import (
+    Dataset,
+    Split,
+    content_hash,
+    finish_dataset,
+    is_up_to_date,
+    join_appended,
+    prepare_task,
+    write_dataset,
+)
+from .pool import available_cores, ordered_map
+from .sampling import ALL, BottomK
+from .source import SourceFormat, read_word_trees
 from .trees import linearise, read_treebank
 from .vocab import (
     SentencePieceVocab,
@@ -25,6 +45,13 @@ from .vocab import (
     vocab_exists,
     vocab_files,
 )
+
+CHUNK_LINES = 20_000  # lines per chunk: what a process holds and encodes at a time
+# Training pairs the vocabulary is learned from at most: with a shared vocabulary, the 2M
+# sentences sentencepiece trains on (it would sample that many of more itself).
+VOCAB_SAMPLE = 1_000_000
+SAMPLE_SEED = 0
+SPM_SENTENCES = 2_000_000
 
 
 @dataclass
@@ -40,6 +67,7 @@ class PrepareOptions:
     source: SourceFormat = field(default_factory=SourceFormat)
     control: str = "skip"
     vocab_from: str | None = None  # a directory with src.* (and tgt.*) vocabulary files to reuse
+    vocab_sample: int = VOCAB_SAMPLE  # training pairs the vocabulary is learned from, at most
 
     def __post_init__(self) -> None:
         """Options that could only fail later (inside sentencepiece, or by filtering everything)."""
@@ -49,6 +77,8 @@ class PrepareOptions:
             raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
         if self.max_ratio is not None and self.max_ratio < 1:
             raise CorpusError(f"--max-ratio must be >= 1 (or 0 for off), not {self.max_ratio}")
+        if self.vocab_sample < 1:
+            raise CorpusError(f"--vocab-sample must be >= 1, not {self.vocab_sample}")
         for name, allowed in (
             ("empty", ("skip", "reject")),
             ("tabs", ("space", "reject")),
@@ -56,6 +86,18 @@ class PrepareOptions:
         ):
             if getattr(self, name) not in allowed:
                 raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")
+
+    def recorded(self) -> dict:
+        """The options as hashed and kept in meta.json: an option added later enters only when
+        not at its default, so that datasets prepared before it stay up to date, byte for byte."""
+        options = asdict(self)
+        if self.vocab_sample == VOCAB_SAMPLE:
+            del options["vocab_sample"]
+        return options
+
+    @property
+    def rules(self) -> LineRules:
+        return LineRules(self.empty, self.tabs, self.control)
 
 
 def ratio_limit(given: float | None, source_format: str) -> float | None:
@@ -81,74 +123,6 @@ def prepare_generated(task: str, overrides: list[str], out: Path, force: bool = 
     return prepare_task(cfg.data, out, force=force)
 
 
-def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
-    task = progress.add_task(label, total=len(lines))
-    out: list[list[int]] = []
-    step = 10_000
-    for start in range(0, len(lines), step):
-        out.extend(vocab.sp.encode(lines[start : start + step]))
-        progress.advance(task, min(step, len(lines) - start))
-    return out
-
-
-def _length_filter(
-    src: list[list[int]], tgt: list[list[int]], opts: PrepareOptions, stats: ReadStats
-) -> list[int]:
-    """Indices of the pairs within the length limit and ratio; the others are counted."""
-    keep = []
-    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-        if len(s) > opts.max_len or len(t) > opts.max_len:
-            stats.skipped_long += 1
-        elif opts.max_ratio is not None and max(len(s), len(t)) > opts.max_ratio * max(
-            1, min(len(s), len(t))
-        ):
-            stats.skipped_ratio += 1
-        else:
-            keep.append(i)
-    return keep
-
-
-@dataclass
-class _SourceSide:
-    """A split's source lines in the chosen format: words, tags and word-level tree distances."""
-
-    words: list[list[str]]
-    tags: list[list[list[str]]]
-    omegas: list[np.ndarray] | None
-
-    def texts(self) -> list[str]:
-        return [" ".join(w) for w in self.words]
-
-
-def _read_source(
-    data_dir: Path, name: str, opts: PrepareOptions, lines: list[str], stats: ReadStats
-) -> _SourceSide:
-    fmt = opts.source
-    path = data_dir / f"{name}.{opts.src}"
-    words, tags = [], []
-    for line, number in zip(lines, stats.kept_lines, strict=True):
-        w, t = split_line(line, fmt, f"{path}:{number + 1}")
-        words.append(w)
-        tags.append(t)
-    omegas = None
-    if fmt.trees is not None:
-        tree_path = data_dir / f"{name}.{opts.src}.{fmt.trees}"
-        trees = read_word_trees(tree_path, fmt.trees)
-        if len(trees) <= max(stats.kept_lines, default=-1):
-            raise CorpusError(f"{tree_path}: {len(trees)} trees for the {path} lines")
-        omegas = []
-        for w, number in zip(words, stats.kept_lines, strict=True):
-            tree_words, omega = trees[number]
-            check_tree_words(w, tree_words, f"{tree_path}: tree {number + 1}")
-            omegas.append(omega)
-    return _SourceSide(words, tags, omegas)
-
-
-def _bracket_symbols(sides: list[_SourceSide]) -> list[str]:
-    """Linearised-tree tokens, kept whole by the subword model (tree-to-string input)."""
-    return sorted({w for side in sides for ws in side.words for w in ws if len(w) > 1 and w[0] in "()"})
-
-
 @dataclass
 class ReusedVocabs:
     """Another model's vocabularies, to encode new data with (`prepare --vocab-from`)."""
@@ -159,8 +133,9 @@ class ReusedVocabs:
 
 
 def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
-    """The vocabularies saved in a checkpoint or dataset directory; CorpusError if there are none
-    or the source format needs vocabularies learned from the data (tags, tree brackets)."""
+    """The vocabularies saved in a checkpoint or dataset directory; CorpusError if there are none,
+    they are symbol lists (a generated task's, which text cannot be encoded with), or the source
+    format needs vocabularies learned from the data (tags, tree brackets)."""
     if fmt.format != "text" or fmt.by_word:
         raise CorpusError("--vocab-from works with plain text sources (not trees, tags or source trees)")
     if not vocab_exists(directory / "src"):
@@ -173,6 +148,11 @@ def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
         raise CorpusError(f"--vocab-from {exc}") from None
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise CorpusError(f"--vocab-from {directory}: vocabulary damaged ({exc})") from None
+    if any(isinstance(v, SymbolVocab) for v in (src, tgt)):
+        raise CorpusError(
+            f"--vocab-from {directory}: a symbol vocabulary (a generated task's), not a subword model; "
+            "text needs the vocabulary of a model trained on text"
+        )
     return ReusedVocabs(src, tgt, files)
 
 
@@ -182,110 +162,191 @@ def _no_empty_split(name: str, pairs: int, where: str) -> None:
         raise CorpusError(f"{where}: the {name} split has no usable examples (empty, or all lines skipped)")
 
 
-def prepare_text(
-    data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True, force: bool = False
-) -> dict:
-    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`;
-    `out` is replaced only if `prepare` wrote it before (or `force`)."""
+def _split_files(data_dir: Path, opts: PrepareOptions) -> dict[str, SplitFiles]:
+    """train, dev and (when there) test: their files, plain or compressed."""
     fmt = opts.source
-    names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{opts.src}").exists()]
-    files = [data_dir / f"{n}.{side}" for n in names for side in (opts.src, opts.tgt)]
-    if fmt.trees is not None:
-        files += [data_dir / f"{n}.{opts.src}.{fmt.trees}" for n in names]
+    names = ["train", "dev"] + (["test"] if corpus_path(data_dir, f"test.{opts.src}").exists() else [])
+    return {
+        n: SplitFiles(
+            n,
+            corpus_path(data_dir, f"{n}.{opts.src}"),
+            corpus_path(data_dir, f"{n}.{opts.tgt}"),
+            data_dir / f"{n}.{opts.src}.{fmt.trees}" if fmt.trees is not None else None,
+        )
+        for n in names
+    }
+
+
+@dataclass
+class _Run:
+    """What every pass needs: the options, processes, chunk size and progress display."""
+
+    opts: PrepareOptions
+    workers: int
+    chunk_lines: int
+    progress: Progress
+    trees: dict[str, list[WordTree]] = field(default_factory=dict)  # per split, when given
+
+    def chunks(self, files: SplitFiles, sample: BottomK | None = None) -> Iterator[ChunkJob]:
+        """The split's chunks as jobs, each with its trees and the sample's threshold then."""
+        trees = self.trees.get(files.name)
+        return (
+            job(chunk, trees, sample.threshold if sample is not None else ALL)
+            for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines)
+        )
+
+
+@dataclass
+class _Scan:
+    """Pass one over a split: its stats, the tree brackets and (per factor) tags it holds."""
+
+    stats: ReadStats
+    symbols: set[str]
+    tags: list[set[str]]
+
+
+def _scan(run: _Run, files: SplitFiles, sample: BottomK | None) -> _Scan:
+    """Check every line of a split; offer its pairs to `sample` (the training split's)."""
+    task = run.progress.add_task(f"checking {files.name}", total=None)
+    opts = run.opts
+    work = ScanChunk(files, opts.rules, opts.source, SAMPLE_SEED if sample is not None else None)
+    out = _Scan(ReadStats(), set(), [set() for _ in range(opts.source.factors)])
+    for found in ordered_map(work, run.chunks(files, sample), run.workers):
+        out.stats.add(found.stats)
+        out.symbols |= found.symbols
+        for mine, more in zip(out.tags, found.tags, strict=True):
+            mine |= more
+        if sample is not None:
+            sample.offer(found.keys, found.numbers, found.pairs)
+        run.progress.advance(task, found.stats.pairs)
+    return out
+
+
+@dataclass
+class _Vocabs:
+    src: Vocab
+    tgt: Vocab
+    shared: bool
+    tags: list[SymbolVocab]
+    sampled: int | None = None  # training pairs the vocabulary was learned from, if not all
+
+
+def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVocabs) -> _Vocabs:
+    """Learn the vocabularies from the sample of training pairs, or take the reused ones."""
+    opts = run.opts
+    tags = [SymbolVocab(sorted(found)) for found in scans["train"].tags]
+    if isinstance(source, ReusedVocabs):
+        run.progress.add_task(f"vocabulary from {opts.vocab_from}", total=1, completed=1)
+        return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, tags)
+    learn = run.progress.add_task("learning BPE vocabulary", total=None)
+    pairs = source.sample()
+    src_lines, tgt_lines = [p[0] for p in pairs], [p[1] for p in pairs]
+    del pairs
+    symbols = (
+        sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
+    )
+    size = opts.vocab_size
+    if opts.shared_vocab:
+        sentences = max(SPM_SENTENCES, 2 * len(src_lines))
+        src = tgt = SentencePieceVocab.train(chain(src_lines, tgt_lines), size, sentences, symbols=symbols)
+    else:
+        sentences = max(SPM_SENTENCES, len(src_lines))
+        src = SentencePieceVocab.train(src_lines, size, sentences, symbols=symbols)
+        tgt = SentencePieceVocab.train(tgt_lines, size, sentences)
+    run.progress.update(learn, total=1, completed=1)
+    sampled = len(src_lines) if len(src_lines) < scans["train"].stats.pairs else None
+    return _Vocabs(src, tgt, opts.shared_vocab, tags, sampled)
+
+
+def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pairs: int) -> dict:
+    """Encode a split chunk by chunk into `out` (the first chunk saved, the others appended);
+    the training split is length-filtered. Its report: pairs kept, skipped and why."""
+    opts = run.opts
+    task = run.progress.add_task(f"encoding {files.name}", total=pairs)
+    limits = (opts.max_len, opts.max_ratio) if files.name == "train" else None
+    work = EncodeChunk(files, opts.rules, opts.source, vocabs.src, vocabs.tgt, vocabs.tags, limits)
+    stats, kept = ReadStats(), 0
+    for i, done in enumerate(ordered_map(work, run.chunks(files), run.workers)):
+        (done.split.append_to if i else done.split.save)(out, files.name)
+        stats.add(done.stats)
+        kept += len(done.split)
+        run.progress.advance(task, done.stats.pairs)
+    join_appended(out, files.name)
+    if kept == 0:
+        raise CorpusError(
+            f"all {stats.pairs} training pairs were filtered out ({stats.skipped_long} longer "
+            f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
+            f"{opts.max_ratio}); loosen --max-len or --max-ratio"
+        )
+    return {
+        "pairs": kept,
+        "skipped_empty": stats.skipped_empty,
+        "skipped_too_long": stats.skipped_long,
+        "skipped_ratio": stats.skipped_ratio,
+        "skipped_control": stats.skipped_control,
+        "first_control": stats.first_control,
+        "tabs_replaced": stats.tabs_replaced,
+    }
+
+
+def prepare_text(
+    data_dir: Path,
+    out: Path,
+    opts: PrepareOptions,
+    show_progress: bool = True,
+    force: bool = False,
+    workers: int | None = None,
+    chunk_lines: int = CHUNK_LINES,
+) -> dict:
+    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`
+    (each plain or compressed); `out` is replaced only if `prepare` wrote it before (or `force`).
+    `workers` processes (default: the cores available) share the work; the output is the same."""
+    fmt = opts.source
+    splits = _split_files(data_dir, opts)
+    files = [f for s in splits.values() for f in (s.src, s.tgt)]
+    files += [s.tree_file for s in splits.values() if s.tree_file is not None]
     for f in files:
         require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
     reused = _reused_vocabs(Path(opts.vocab_from), fmt) if opts.vocab_from is not None else None
     if reused is not None:
         files += reused.files
-    digest = content_hash(files, asdict(opts))
+    digest = content_hash(files, opts.recorded())
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
     inputs = _inputs(data_dir, files, force)
     check_output_dir(out, "prepare", inputs, force)
-    report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
-    texts = {
-        n: read_parallel(
-            data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs, opts.control
-        )
-        for n in names
-    }
-    for name, (_, tgt, _) in texts.items():
-        _no_empty_split(name, len(tgt), f"{data_dir / name}.{{{opts.src},{opts.tgt}}}")
-    plain = fmt.format == "text" and not fmt.by_word
-    sources = {} if plain else {n: _read_source(data_dir, n, opts, t[0], t[2]) for n, t in texts.items()}
-    src_texts = {n: t[0] if plain else sources[n].texts() for n, t in texts.items()}
+    report: dict = {"up_to_date": False, "out": str(out), "splits": {}, "seconds": {}}
     with Progress(disable=not show_progress, transient=False) as progress:
-        train_src, train_tgt = src_texts["train"], texts["train"][1]
-        symbols = _bracket_symbols(list(sources.values())) if fmt.format == "tree" else []
-        learn = progress.add_task("learning BPE vocabulary", total=None)
-        shared = opts.shared_vocab
-        if reused is not None:
-            src_vocab, tgt_vocab, shared = reused.src, reused.tgt or reused.src, reused.tgt is None
-        elif shared:
-            src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size, symbols=symbols)
-            tgt_vocab = src_vocab
-        else:
-            src_vocab = SentencePieceVocab.train(train_src, opts.vocab_size, symbols=symbols)
-            tgt_vocab = SentencePieceVocab.train(train_tgt, opts.vocab_size)
-        tag_vocabs = [
-            SymbolVocab(sorted({t for tags in sources["train"].tags for t in tags[k]}))
-            for k in range(fmt.factors)
-        ]
-        progress.update(learn, total=1, completed=1)
-        splits = {}
-        for name, (_, tgt, stats) in texts.items():
-            annotations = None
-            if fmt.by_word:
-                side = sources[name]
-                encoded = [
-                    encode_source(src_vocab, w, t, tag_vocabs, o)
-                    for w, t, o in zip(
-                        side.words, side.tags, side.omegas or [None] * len(side.words), strict=True
-                    )
-                ]
-                src_ids, annotations = [e[0] for e in encoded], [e[1] for e in encoded]
-            else:
-                src_ids = _encode(src_vocab, src_texts[name], progress, f"encoding {name}.{opts.src}")
-            tgt_ids = _encode(tgt_vocab, tgt, progress, f"encoding {name}.{opts.tgt}")
-            if name == "train":
-                keep = _length_filter(src_ids, tgt_ids, opts, stats)
-                if not keep:
-                    raise CorpusError(
-                        f"all {len(src_ids)} training pairs were filtered out ({stats.skipped_long} longer "
-                        f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
-                        f"{opts.max_ratio}); loosen --max-len or --max-ratio"
-                    )
-                src_ids, tgt_ids = [src_ids[i] for i in keep], [tgt_ids[i] for i in keep]
-                annotations = [annotations[i] for i in keep] if annotations is not None else None
-            splits[name] = Split.from_lists(src_ids, tgt_ids, annotations)
-            report["splits"][name] = {
-                "pairs": len(src_ids),
-                "skipped_empty": stats.skipped_empty,
-                "skipped_too_long": stats.skipped_long,
-                "skipped_ratio": stats.skipped_ratio,
-                "skipped_control": stats.skipped_control,
-                "first_control": stats.first_control,
-                "tabs_replaced": stats.tabs_replaced,
+        run = _Run(opts, workers or available_cores(), chunk_lines, progress)
+        for s in splits.values():
+            if s.tree_file is not None and fmt.trees is not None:
+                run.trees[s.name] = read_word_trees(s.tree_file, fmt.trees)
+                s.tree_count = len(run.trees[s.name])
+        clock = time.perf_counter()
+        sample = BottomK(opts.vocab_sample) if reused is None else None
+        scans = {n: _scan(run, s, sample if n == "train" else None) for n, s in splits.items()}
+        for name, scan in scans.items():
+            _no_empty_split(name, scan.stats.pairs, f"{data_dir / name}.{{{opts.src},{opts.tgt}}}")
+        report["seconds"]["checking"], clock = time.perf_counter() - clock, time.perf_counter()
+        vocabs = _vocabularies(run, scans, reused or sample)
+        report["seconds"]["vocabulary"], clock = time.perf_counter() - clock, time.perf_counter()
+        with atomic_directory(out, "prepare", inputs, force) as tmp:
+            for name, s in splits.items():
+                report["splits"][name] = _encode_split(run, tmp, s, vocabs, scans[name].stats.pairs)
+            if vocabs.sampled is not None:
+                report["splits"]["train"]["vocab_sample"] = vocabs.sampled
+            meta = {
+                "hash": digest,
+                "data_kind": "text",
+                "options": opts.recorded(),
+                "source": fmt,
+                "factors": fmt.factors,
+                "report": report["splits"],
             }
-    meta = {
-        "hash": digest,
-        "data_kind": "text",
-        "options": asdict(opts),
-        "source": fmt,
-        "factors": fmt.factors,
-        "report": report["splits"],
-    }
-    extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(tag_vocabs)}
-    write_dataset(
-        out,
-        splits,
-        src_vocab,
-        None if shared else tgt_vocab,
-        meta,
-        vocabs=extra_vocabs,
-        inputs=inputs,
-        force=force,
-    )
+            extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(vocabs.tags)}
+            sizes = {name: r["pairs"] for name, r in report["splits"].items()}
+            finish_dataset(tmp, sizes, vocabs.src, None if vocabs.shared else vocabs.tgt, meta, extra_vocabs)
+        report["seconds"]["encoding"] = time.perf_counter() - clock
     return report
 
 
