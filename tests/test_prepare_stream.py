@@ -15,7 +15,7 @@ from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
 from typer.testing import CliRunner
 
 from transduce.cli import app
-from transduce.data.corpus import CorpusError, aligned_chunks, read_lines
+from transduce.data.corpus import CorpusError, LineRules, aligned_chunks, clean_chunk, read_lines
 from transduce.data.dataset import Split, join_appended
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.sampling import BottomK, sample_keys
@@ -135,10 +135,10 @@ def test_bottom_k_is_the_smallest_keys_however_the_stream_is_cut():
         picked = k <= sample.threshold
         sample.offer(k[picked], n[picked], [(int(x),) for x in n[picked]])
         start = end
-    assert [p[0] for p in sample.sample()] == expected
+    assert [p[0] for p in sample.take()] == expected
     small = BottomK(10_000)
     small.offer(keys, numbers, [(int(x),) for x in numbers])
-    assert [p[0] for p in small.sample()] == numbers.tolist()  # all of a short stream, in order
+    assert [p[0] for p in small.take()] == numbers.tolist()  # all of a short stream, in order
 
 
 def test_the_vocabulary_is_learned_from_the_sample(tmp_path, monkeypatch):
@@ -218,3 +218,77 @@ def test_prepare_cli_takes_workers_and_a_vocabulary_sample(tmp_path):
     assert one.exit_code == two.exit_code == 0, one.output + two.output
     assert digests(tmp_path / "one") == digests(tmp_path / "two")
     assert json.loads((tmp_path / "one" / "meta.json").read_text())["report"]["train"]["vocab_sample"] == 30
+
+
+TRICKY = [
+    "plain words",
+    " leading space",
+    "trailing space ",
+    "",
+    "   ",
+    "\u3000",  # an ideographic space: whitespace, so the line is blank
+    "a\u00a0b",  # a no-break space inside a line
+    "tab\there",
+    "bell\x07",
+    "dash \u0096 from cp1252",
+    "del\x7f",
+    "carriage\rreturn",
+    "ends with a carriage return\r",
+    "größe straße 😀",
+    "\u0085next line",
+]
+
+
+def _lines(path: Path) -> list[str]:
+    """A file's lines as the previous `read_lines` split them: on newlines, one trailing newline
+    allowed, then a CR at the end of each removed."""
+    raw = path.read_bytes().split(b"\n")
+    return [line.decode().removesuffix("\r") for line in (raw[:-1] if raw[-1] == b"" else raw)]
+
+
+def _reference(src: list[str], tgt: list[str]) -> tuple[list[str], list[str], list[int], tuple]:
+    """What the per-line reading of the previous `read_parallel` kept and counted (tabs replaced,
+    control characters found with unicodedata, blank sides skipped)."""
+    import unicodedata
+
+    kept_src, kept_tgt, numbers, counts = [], [], [], [0, 0, 0]
+    for number, (s, t) in enumerate(zip(src, tgt, strict=True)):
+        counts[0] += ("\t" in s) + ("\t" in t)
+        s, t = s.replace("\t", " "), t.replace("\t", " ")
+        if any(unicodedata.category(c) == "Cc" for c in s + t):
+            counts[1] += 1
+        elif not s.strip() or not t.strip():
+            counts[2] += 1
+        else:
+            kept_src.append(s)
+            kept_tgt.append(t)
+            numbers.append(number)
+    return kept_src, kept_tgt, numbers, tuple(counts)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_clean_chunks_keep_and_count_what_line_by_line_reading_did(tmp_path, seed):
+    """Chunks taken whole (no tab, control or blank line in sight) and chunks looked at line by
+    line give what the per-line reading gave, CRLF line ends and a missing last newline included."""
+    rng = np.random.default_rng(seed)
+    pool = TRICKY if seed % 2 else [TRICKY[i] for i in (0, 2, 6, 13)]  # half the time, clean lines
+    src, tgt = ([pool[i] for i in rng.integers(0, len(pool), 12)] for _ in range(2))
+    end = "\r\n" if seed % 3 == 0 else "\n"
+    for name, lines in (("a", src), ("b", tgt)):
+        last = "" if seed % 5 == 0 and lines[-1] else end  # a last line without its newline
+        (tmp_path / name).write_bytes((end.join(lines) + last).encode())
+    kept_src, kept_tgt, numbers, counts = [], [], [], [0, 0, 0]
+    for chunk in aligned_chunks(tmp_path / "a", tmp_path / "b", int(rng.integers(1, 13))):
+        clean = clean_chunk(chunk, tmp_path / "a", tmp_path / "b", LineRules())
+        kept_src += clean.src
+        kept_tgt += clean.tgt
+        numbers += clean.numbers
+        stats = clean.stats
+        counts = [
+            counts[0] + stats.tabs_replaced,
+            counts[1] + stats.skipped_control,
+            counts[2] + stats.skipped_empty,
+        ]
+    assert (kept_src, kept_tgt, numbers, tuple(counts)) == _reference(
+        _lines(tmp_path / "a"), _lines(tmp_path / "b")
+    )

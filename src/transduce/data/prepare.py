@@ -239,23 +239,31 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
         run.progress.add_task(f"vocabulary from {opts.vocab_from}", total=1, completed=1)
         return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, tags)
     learn = run.progress.add_task("learning BPE vocabulary", total=None)
-    pairs = source.sample()
+    pairs = source.take()
     src_lines, tgt_lines = [p[0] for p in pairs], [p[1] for p in pairs]
     del pairs
+    sampled = len(src_lines) if len(src_lines) < scans["train"].stats.pairs else None
     symbols = (
         sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
     )
-    size = opts.vocab_size
+    size, count = opts.vocab_size, len(src_lines)
     if opts.shared_vocab:
-        sentences = max(SPM_SENTENCES, 2 * len(src_lines))
-        src = tgt = SentencePieceVocab.train(chain(src_lines, tgt_lines), size, sentences, symbols=symbols)
+        lines = chain(_drain(src_lines), _drain(tgt_lines))
+        src = tgt = SentencePieceVocab.train(lines, size, max(SPM_SENTENCES, 2 * count), symbols=symbols)
     else:
-        sentences = max(SPM_SENTENCES, len(src_lines))
-        src = SentencePieceVocab.train(src_lines, size, sentences, symbols=symbols)
-        tgt = SentencePieceVocab.train(tgt_lines, size, sentences)
+        sentences = max(SPM_SENTENCES, count)
+        src = SentencePieceVocab.train(_drain(src_lines), size, sentences, symbols=symbols)
+        tgt = SentencePieceVocab.train(_drain(tgt_lines), size, sentences)
     run.progress.update(learn, total=1, completed=1)
-    sampled = len(src_lines) if len(src_lines) < scans["train"].stats.pairs else None
     return _Vocabs(src, tgt, opts.shared_vocab, tags, sampled)
+
+
+def _drain(lines: list[str]) -> Iterator[str]:
+    """The lines, each let go of as it is handed over: sentencepiece keeps its own copy, so the
+    sample is not held twice while the vocabulary is learned."""
+    for i in range(len(lines)):
+        line, lines[i] = lines[i], ""
+        yield line
 
 
 def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pairs: int) -> dict:

@@ -54,7 +54,10 @@ class BottomK:
         if len(order) == self.size:
             self.threshold = self.keys[-1]
 
-    def sample(self) -> list[tuple]:
-        """The sampled payloads in the order of their line numbers."""
+    def take(self) -> list[tuple]:
+        """The sampled payloads in the order of their line numbers; the sampler is left empty,
+        so that the caller holds the only references to them."""
         self._compact()
-        return [self.payloads[i] for i in np.argsort(self.numbers, kind="stable")]
+        payloads = [self.payloads[i] for i in np.argsort(self.numbers, kind="stable")]
+        self.payloads, self.keys, self.numbers = [], self.keys[:0], self.numbers[:0]
+        return payloads
