@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from pool_jobs import die, square
 from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
 from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.data.corpus import CorpusError, LineRules, aligned_chunks, clean_chunk, read_lines
 from transduce.data.dataset import Split, join_appended
+from transduce.data.pool import WorkerError, ordered_map
 from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.sampling import BottomK, sample_keys
 from transduce.data.source import SourceAnnotation
@@ -58,6 +60,14 @@ def test_an_error_in_a_worker_names_its_file_and_line(tmp_path):
     with pytest.raises(CorpusError, match=r"train\.tgt:41: invalid UTF-8"):
         prepare_text(tmp_path, tmp_path / "out", opts, show_progress=False, workers=2, chunk_lines=6)
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_give_results_in_order_and_their_errors_and_deaths_are_raised():
+    assert list(ordered_map(square, range(5), 2)) == [0, 1, 4, 9, 16]
+    with pytest.raises(CorpusError, match="job 5 is bad"):
+        list(ordered_map(square, range(9), 2))
+    with pytest.raises(WorkerError, match="a worker process ended without its result"):
+        list(ordered_map(die, range(4), 2))
 
 
 def _compress(path: Path, kind: str) -> None:

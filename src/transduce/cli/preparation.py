@@ -156,6 +156,7 @@ def prepare(
     (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
     inside DATA_DIR; an -o that contains an input file is always refused."""
     from ..data.corpus import CorpusError
+    from ..data.pool import WorkerError
     from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
     from ..data.source import SourceFormat
     from ..fileio import OutputError
@@ -199,7 +200,7 @@ def prepare(
             vocab_sample=vocab_sample,
         )
         report = prepare_text(data_dir, out, opts, force=force, workers=workers)
-    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError) as exc:
+    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError, WorkerError) as exc:
         fail(str(exc))
     except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place
         fail(f"cannot write {out}: {exc.strerror or exc}")

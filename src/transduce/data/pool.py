@@ -1,20 +1,31 @@
 """Work on a stream of jobs in several processes, results in the jobs' order, memory bounded.
 
-`multiprocessing.Pool.imap` reads its whole input ahead; here at most two jobs per process are
-read ahead, so a corpus streams through in chunks. Workers are started fresh ("spawn"): the
-parent may run threads (a progress display), which a forked child would inherit half-copied.
+`multiprocessing.Pool.imap` reads its whole input ahead, and waits for ever for the result of a
+worker that died; here at most two jobs per process are read ahead, and a dead worker is an
+error. Workers are started fresh ("spawn"): the parent may run threads (a progress display),
+which a forked child would inherit half-copied. They ignore Ctrl-C from their start (they
+inherit it ignored), and the parent, which handles it, stops them.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from itertools import chain, islice
 from typing import Any
 
 _WORK: list[Callable[[Any], Any]] = []  # in a worker process: the work it was started with
+
+
+class WorkerError(RuntimeError):
+    """A worker process ended without a result (killed, perhaps for want of memory)."""
 
 
 def available_cores() -> int:
@@ -24,6 +35,20 @@ def available_cores() -> int:
 
 def _start(work: Callable[[Any], Any]) -> None:
     _WORK[:] = [work]
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ctrl-C ignored for a moment: processes started then inherit it ignored, and Python keeps
+    it so (a worker interrupted while it imports would print a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _run(job: Any) -> Any:
@@ -40,11 +65,23 @@ def ordered_map(work: Callable[[Any], Any], jobs: Iterable[Any], workers: int) -
         yield from map(work, chain(head, jobs))
         return
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_start, initargs=(work,)) as pool:
-        pending: deque = deque()
-        for job in chain(head, jobs):
-            pending.append(pool.apply_async(_run, (job,)))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start, initargs=(work,)) as pool:
+        pending: deque[Future] = deque()
+        jobs = chain(head, jobs)
+        try:
+            with _sigint_ignored():  # each of the first submissions starts a worker
+                pending.extend(pool.submit(_run, job) for job in islice(jobs, workers))
+            for job in jobs:
+                pending.append(pool.submit(_run, job))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        except BrokenProcessPool:
+            raise WorkerError(
+                f"a worker process ended without its result (killed, perhaps for want of memory); "
+                f"try fewer than {workers} workers"
+            ) from None
+        finally:
+            for future in pending:
+                future.cancel()
