@@ -41,7 +41,7 @@ class ChunkJob:
     threshold: np.uint64 = ALL  # scanning: pairs keyed above it cannot enter the sample
 
 
-def job(chunk: RawChunk, trees: list[WordTree] | None, threshold: np.uint64 = ALL) -> ChunkJob:
+def make_job(chunk: RawChunk, trees: list[WordTree] | None, threshold: np.uint64 = ALL) -> ChunkJob:
     """A chunk with the syntax trees of its lines (`trees`: the whole file's, read beforehand)."""
     return ChunkJob(
         chunk, None if trees is None else trees[chunk.first - 1 : chunk.first - 1 + chunk.lines], threshold
@@ -62,6 +62,8 @@ class SourceSide:
 
 @dataclass
 class _Chunk:
+    """What both passes share: the split's files, the line rules and the source format."""
+
     files: SplitFiles
     rules: LineRules
     fmt: SourceFormat

@@ -20,7 +20,7 @@ from rich.progress import Progress
 
 from ..config import load_config
 from ..fileio import atomic_directory, check_output_dir
-from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, job
+from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
 from .corpus import CorpusError, LineRules, ReadStats, aligned_chunks, corpus_path, require_corpus_file
 from .dataset import (
     Dataset,
@@ -191,7 +191,7 @@ class _Run:
         """The split's chunks as jobs, each with its trees and the sample's threshold then."""
         trees = self.trees.get(files.name)
         return (
-            job(chunk, trees, sample.threshold if sample is not None else ALL)
+            make_job(chunk, trees, sample.threshold if sample is not None else ALL)
             for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines)
         )
 
