@@ -338,8 +338,16 @@ def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
+    assert result.output.strip().splitlines() == errors, result.output  # nothing else, no progress line
     assert fragment in result.output.replace("\n", " "), result.output
     assert "Traceback" not in result.output
+
+
+def classifier(tmp: Path) -> Path:
+    """A tiny classifier (the majority task), trained for two steps."""
+    return train_tiny(
+        tmp / "classifier", 2, "model.kind=encoder", "model.num_classes=3", "data.task=majority"
+    )
 
 
 def closed_stdout() -> None:
@@ -354,6 +362,12 @@ PROCESS_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], Callable[[], No
         lambda r, t: ["translate", str(r), "--greedy"],
         closed_stdout,
         "standard output is closed",
+    ),
+    (
+        "translate --sample with a classifier, progress shown (piped input)",
+        lambda r, t: ["translate", str(classifier(t)), "--sample"],
+        lambda: None,
+        "sampling does not apply to a classifier",
     ),
 ]
 

@@ -146,21 +146,32 @@ class RateColumn(ProgressColumn):
 @contextlib.contextmanager
 def decode_progress(description: str, total: int | None, show: bool = True) -> Iterator[Advance]:
     """The progress display of a decoding command (done / total when known, sentences/s and
-    tokens/s); yields the callback that the library calls after each batch."""
+    tokens/s); yields the callback that the library calls after each batch. A command that ends
+    in an error (or any exception) clears the display, so its `error:` line is all that is left
+    on stderr, instead of a "0 lines" progress line after it."""
     columns: list[str | ProgressColumn] = [TextColumn(f"[bold]{description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
     else:
         columns.append(TextColumn("{task.completed} lines"))
-    with Progress(*columns, RateColumn(), console=console, disable=not show) as progress:
-        task = progress.add_task(description, total=total, tokens=0)
-        counted = {"tokens": 0}
+    progress = Progress(*columns, RateColumn(), console=console, disable=not show)
+    task = progress.add_task(description, total=total, tokens=0)
+    counted = {"tokens": 0}
 
-        def advance(lines: int, tokens: int) -> None:
-            counted["tokens"] += tokens
-            progress.update(task, advance=lines, tokens=counted["tokens"])
+    def advance(lines: int, tokens: int) -> None:
+        counted["tokens"] += tokens
+        progress.update(task, advance=lines, tokens=counted["tokens"])
 
+    progress.start()
+    try:
         yield advance
+    except BaseException:
+        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
+        # prints a blank line to a file or pipe
+        progress.live.transient = True
+        progress.live.stop()
+        raise
+    progress.stop()
 
 
 def out_option(contents: str) -> Any:
