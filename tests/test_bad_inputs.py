@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -390,18 +391,94 @@ def test_bad_input_in_a_real_process_is_one_error_line(tmp_path, run, build, bef
     assert fragment in result.stderr
 
 
-def test_help_lists_every_option_of_every_command():
+def every_command() -> list[tuple[list[str], object]]:
+    """(the words that name it, the click command) for the app, its groups and their commands."""
     from typer.main import get_command
 
     group = get_command(app)
-    commands = [([name], command) for name, command in group.commands.items()]
-    commands += [(["import", name], c) for name, c in group.commands["import"].commands.items()]
-    for path, command in commands:
+    commands = [([], group), (["import"], group.commands["import"])]
+    commands += [([name], command) for name, command in group.commands.items() if name != "import"]
+    return commands + [(["import", name], c) for name, c in group.commands["import"].commands.items()]
+
+
+def help_of(*words: str) -> str:
+    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_help_lists_every_option_of_every_command():
+    for path, command in every_command():
         result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
         assert result.exit_code == 0, result.output
         for param in command.params:
             for name in param.opts if param.param_type_name == "option" else []:
                 assert name in result.output, (path, name)
+
+
+def test_help_shows_values_as_a_user_types_them_not_as_python_types():
+    """No `<bool>` after a flag (typer's label, even on --help), no `list[Path]` or other Python type."""
+    for path, _ in every_command():
+        shown = help_of(*path)
+        for python in ("<bool>", "<str>", "<int>", "<float>", "<path>", "list[", "Path]"):
+            assert python not in shown, (path, python)
+        assert re.search(r"--help\s+Show this message", shown), path
+
+
+def option_row(shown: str, option: str) -> str:
+    """The row of an option in --help output: its first line and the lines that continue it."""
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"│\s+(\*\s+)?{option}\s", line))
+    rest = (i for i in range(start + 1, len(lines)) if re.match(r"(│\s+(\*\s+)?-|╰)", lines[i]))
+    return " ".join(lines[start : next(rest)])
+
+
+def choice_options() -> list[tuple[list[str], str, tuple[str, ...]]]:
+    """(command, option, the values that the library, where it checks the option, accepts) for
+    every option whose values are a closed set."""
+    from typing import get_args
+
+    from transduce.cli.conversion import EXPORT_FORMATS
+    from transduce.config import TaskName
+    from transduce.data.prepare import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
+    from transduce.data.source import SOURCE_FORMATS, SOURCE_TREES
+    from transduce.evaluate import SPLITS
+    from transduce.interop.ctranslate2 import CT2_QUANTIZATIONS
+    from transduce.store.load import QUANTIZE
+
+    rows = [([c], "--quantize", QUANTIZE) for c in ("translate", "evaluate", "score", "serve")]
+    rows += [(["prepare"], "--empty", EMPTY_PAIRS), (["prepare"], "--tabs", TABS)]
+    rows += [(["prepare"], "--control", CONTROL_CHARACTERS), (["prepare"], "--source-format", SOURCE_FORMATS)]
+    rows += [
+        (["prepare"], "--source-trees", SOURCE_TREES),
+        (["prepare"], "--task", (*get_args(TaskName), "parse")),
+    ]
+    rows += [(["evaluate"], "--split", SPLITS), (["export"], "--format", EXPORT_FORMATS)]
+    return [*rows, (["export"], "--quantization", CT2_QUANTIZATIONS)]
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "values"), choice_options(), ids=[f"{c[0]} {o}" for c, o, _ in choice_options()]
+)
+def test_help_names_every_value_of_a_choice_option(command, option, values):
+    """A short set of values is the option's metavar ([skip|reject]); a long one, which would not
+    fit the metavar column, is listed in the option's help under a metavar naming what it is."""
+    row = option_row(help_of(*command), option)
+    metavar = row.split(option, 1)[1].split()[0]
+    if len("|".join(values)) <= 30:
+        assert metavar == "[" + "|".join(values) + "]", row
+    else:
+        assert metavar not in ("TEXT", "<str>"), row
+        missing = [v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", row)]
+        assert not missing, (option, missing, row)
+
+
+def test_train_help_names_every_preset_with_its_size():
+    from transduce.config import PRESETS
+
+    shown = " ".join(help_of("train").split())
+    for name, preset in PRESETS.items():
+        assert f"{name} (d_model {preset['model']['d_model']}," in shown, name
 
 
 def test_nbest_keeps_a_row_for_empty_lines(run):

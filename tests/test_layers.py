@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transduce"
 # from inside its own subpackage.
 LAYERS = {
     "config": 0,
+    "choices": 0,
     "fileio": 0,
     "device": 0,
     "cpu_memory": 0,

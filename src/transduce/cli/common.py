@@ -21,7 +21,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
-from typer.core import TyperGroup
+
+from ..choices import QUANTIZE
+from ..config import PRESETS
+from .metavars import App, Group, one_of
 
 if TYPE_CHECKING:
     from ..decode.shortlist import Shortlist
@@ -58,7 +61,7 @@ def _usage_errors(command: str) -> Iterator[None]:
         fail(f"{exc.format_message().rstrip('.')}; see `{where} --help`")
 
 
-class _Commands(TyperGroup):
+class _Commands(Group):
     """The top-level group: usage errors of the group and of every command under it, which click
     raises while making a context or resolving and running a command, end in `fail`."""
 
@@ -73,7 +76,7 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
 
 
-app = typer.Typer(
+app = App(
     cls=_Commands,
     help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
     no_args_is_help=True,
@@ -174,6 +177,16 @@ def decode_progress(description: str, total: int | None, show: bool = True) -> I
     progress.stop()
 
 
+def presets() -> str:
+    """The presets with their sizes, read from the preset data (config.PRESETS) for --help."""
+    sizes = []
+    for name, preset in PRESETS.items():
+        model = preset["model"]
+        layers = f"{model['encoder_layers']}+{model['decoder_layers']} layers"
+        sizes.append(f"{name} (d_model {model['d_model']}, {layers})")
+    return ", ".join(sizes)
+
+
 def out_option(contents: str) -> Any:
     """The -o/--out option of a command that writes a directory; `contents` is its help."""
     return typer.Option("--out", "-o", help=contents)
@@ -212,8 +225,9 @@ Device = Annotated[
 Quantize = Annotated[
     str,
     typer.Option(
+        metavar=one_of(QUANTIZE),
         help="none (float32; on CPU with weights pre-packed for oneDNN), or int8: dynamic int8 "
-        "quantisation of the linear layers (CPU decoding)."
+        "quantisation of the linear layers (CPU decoding).",
     ),
 ]
 ShortlistFile = Annotated[

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..choices import SPLITS
 from ..config import ConfigError, DecodeConfig
 from .common import (
     Advance,
@@ -35,6 +36,7 @@ from .common import (
     stdout,
     user_errors,
 )
+from .metavars import one_of
 
 if TYPE_CHECKING:
     from ..evaluate import AccuracyReport
@@ -248,7 +250,7 @@ def evaluate(
     ] = None,
     split: Annotated[
         str | None,
-        typer.Option(help="For models of a generated task: dev, test or test_long."),
+        typer.Option(metavar=one_of(SPLITS), help="For models of a generated task: dev, test or test_long."),
     ] = None,
     trees: Annotated[
         Path | None,

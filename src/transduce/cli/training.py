@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ..config import ConfigError
-from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
+from .common import Force, Overrides, app, console, fail, out_option, presets, stdout, user_errors
 
 if TYPE_CHECKING:
     from ..train.trainer import Trainer
@@ -21,8 +21,8 @@ def train(
     config: Annotated[
         str,
         typer.Argument(
-            help="A preset, a TOML/YAML config file, or a checkpoint or run directory (its saved config; "
-            "with --init-from, the easy way to keep the model's settings)."
+            help=f"A preset: {presets()}; a TOML/YAML config file; or a checkpoint or run directory (its "
+            "saved config; with --init-from, the easy way to keep the model's settings)."
         ),
     ],
     overrides: Overrides = None,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
+from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
 from ..config import load_config
 from ..fileio import check_output_dir
 from .corpus import CorpusError, ReadStats, read_parallel, require_corpus_file
@@ -50,9 +51,9 @@ class PrepareOptions:
         if self.max_ratio is not None and self.max_ratio < 1:
             raise CorpusError(f"--max-ratio must be >= 1 (or 0 for off), not {self.max_ratio}")
         for name, allowed in (
-            ("empty", ("skip", "reject")),
-            ("tabs", ("space", "reject")),
-            ("control", ("skip", "reject")),
+            ("empty", EMPTY_PAIRS),
+            ("tabs", TABS),
+            ("control", CONTROL_CHARACTERS),
         ):
             if getattr(self, name) not in allowed:
                 raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")

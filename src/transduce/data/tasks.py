@@ -23,11 +23,11 @@ import zlib
 from collections.abc import Callable
 from itertools import pairwise
 
+from ..choices import SPLITS
 from ..config import DataConfig
 from .meta import LabelUnit
 
 Example = tuple[str, str]
-SPLITS = ("train", "dev", "test", "test_long")
 LTE_ALPHABET = list("0123456789+-*()<=;_apfeilsnrt")
 SEPARATOR = "|"  # `repeat`: the end of the prompt
 

@@ -16,13 +16,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..choices import CT2_QUANTIZATIONS
 from ..data.vocab import BOS, EOS, PAD, UNK, Vocab
 from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
 from ..store.load import LoadedModel, load_model
 
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
 SINUSOID_ROWS = 1024  # positions a sinusoidal model's exported table covers, at the least
 
@@ -200,8 +200,8 @@ def export_ctranslate2(
     only if `export` wrote it (or `force`). A `shortlist` goes with it as its vocabulary map
     (vmap.txt, used by `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
     our tokens followed by EOS (`</s>`), as `transduce translate` encodes them."""
-    if quantization not in QUANTIZATIONS:
-        raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
+    if quantization not in CT2_QUANTIZATIONS:
+        raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(CT2_QUANTIZATIONS)}")
     try:
         import ctranslate2
     except ImportError:
