@@ -191,6 +191,27 @@ def scene_translate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
     return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(newest / "model.safetensors")]
 
 
+def scene_translate_over_hard_link_to_input(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    os.link(tmp / "in.txt", tmp / "hard.txt")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "hard.txt")]
+
+
+def scene_translate_over_hard_link_to_config(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    newest = step_checkpoints(run / "checkpoints")[-1]
+    os.link(newest / "config.json", tmp / "config.json")
+    return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(tmp / "config.json")]
+
+
+def scene_score_over_hard_link_to_targets(tmp: Path, run: Path) -> list[str]:
+    (tmp / "src.txt").write_text("1 2\n")
+    (tmp / "tgt.txt").write_text("1 2\n")
+    os.link(tmp / "tgt.txt", tmp / "scores.txt")
+    argv = ["score", str(run), "--src", str(tmp / "src.txt"), "--tgt", str(tmp / "tgt.txt")]
+    return [*argv, "-o", str(tmp / "scores.txt")]
+
+
 def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     for name, suffix in (("a", ""), ("b", "ing")):
         corpus = write_corpus(tmp / f"c{name}", suffix=suffix)
@@ -274,6 +295,17 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("translate -o its own input", scene_translate_over_input, "would overwrite the input"),
     ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
     ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
+    ("translate -o a hard link to its input", scene_translate_over_hard_link_to_input, "(a hard link to it)"),
+    (
+        "translate -o a hard link to the checkpoint's config.json",
+        scene_translate_over_hard_link_to_config,
+        "config.json (a hard link to it)",
+    ),
+    (
+        "score -o a hard link to its --tgt",
+        scene_score_over_hard_link_to_targets,
+        "tgt.txt (a hard link to it)",
+    ),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
     ("resume on edited generated data", scene_resume_on_edited_data, "its arrays changed after"),
     ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),
@@ -414,6 +446,34 @@ def test_translate_writes_through_links_and_pipes(tmp_path, trained):
     reader.join(timeout=60)
     assert result.exit_code == 0 and len(received[0].splitlines()) == 2
     assert fifo.is_fifo()
+
+
+def transduce_writing(argv: list[str], stdout) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own whose standard output is `stdout` (a pipe, or a file)."""
+    command = [sys.executable, "-m", "transduce", *argv]
+    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/proc/self/fd/1"])
+def test_translate_o_a_name_of_standard_output_writes_through_a_pipe(tmp_path, trained, name):
+    (tmp_path / "in.txt").write_text("1 2\n3\n")
+    argv = ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", name, "--greedy"]
+    result = transduce_writing(argv, subprocess.PIPE)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2, result.stdout
+
+
+def test_translate_o_dev_stdout_appends_to_the_file_the_shell_opened(tmp_path, trained):
+    """`-o /dev/stdout >> log`: the log keeps what it held (the file is the descriptor's to write
+    to, not one to replace)."""
+    (tmp_path / "in.txt").write_text("1 2\n3\n")
+    log = tmp_path / "log.txt"
+    log.write_text("kept\n")
+    argv = ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", "/dev/stdout", "--greedy"]
+    with log.open("a") as appended:
+        result = transduce_writing(argv, appended)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().startswith("kept\n") and len(log.read_text().splitlines()) == 3
 
 
 def test_crash_in_validation_keeps_the_training_done(tmp_path, monkeypatch):

@@ -165,9 +165,28 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _hard_linked(path: Path, inputs: Iterable[Path]) -> Path | None:
+    """The input file, or file inside an input folder, that `path` is another name of (a hard
+    link: the same inode on the same device), which replacing `path` would split from it."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_nlink < 2 or not stat.S_ISREG(info.st_mode):
+        return None
+    for given in map(Path, inputs):
+        for candidate in (given, *(given.rglob("*") if given.is_dir() else ())):
+            with contextlib.suppress(OSError):
+                other = candidate.stat()
+                if (other.st_ino, other.st_dev) == (info.st_ino, info.st_dev):
+                    return candidate
+    return None
+
+
 def check_output_file(path: Path, inputs: Iterable[Path] = ()) -> None:
     """Refuse an output file path that cannot be written (a directory, a missing folder, `-` when
-    standard output is closed) or that is, links to, or lies inside one of the command's inputs."""
+    standard output is closed) or that is, links to (symbolically or hard), or lies inside one of
+    the command's inputs."""
     path = Path(path)
     if str(path) == "-":
         _standard_output()
@@ -176,9 +195,15 @@ def check_output_file(path: Path, inputs: Iterable[Path] = ()) -> None:
         raise OutputError(f"{path} is a directory; -o takes a file path")
     if not path.parent.is_dir():
         raise OutputError(f"{path}: folder {path.parent} does not exist")
-    clash = _overlaps(path, [i for i in inputs if str(i) != "-"])
+    inputs = [Path(i) for i in inputs if str(i) != "-"]
+    clash = _overlaps(path, inputs)
     if clash is not None:
         raise OutputError(f"{path}: the output would overwrite the input {clash}; choose another -o")
+    linked = _hard_linked(path, inputs)
+    if linked is not None:
+        raise OutputError(
+            f"{path}: the output would overwrite the input {linked} (a hard link to it); choose another -o"
+        )
 
 
 def _standard_output() -> IO[str]:
@@ -189,18 +214,40 @@ def _standard_output() -> IO[str]:
     return sys.stdout
 
 
+# Names of a process's open file descriptors; /dev/stdout links to /proc/self/fd/1
+_DESCRIPTOR = re.compile(r"/dev/(stdin|stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether `path` is, or links through, the name of an open file descriptor (/dev/stdout,
+    /dev/fd/N, /proc/self/fd/N). What is behind it (a pipe, a terminal, a file the shell opened,
+    maybe to append to) is the descriptor's, written through, never replaced by another file."""
+    for _ in range(40):  # the kernel's own limit on links followed
+        if _DESCRIPTOR.fullmatch(os.path.abspath(path)):
+            return True
+        if not path.is_symlink():
+            return False
+        path = path.parent / os.readlink(path)
+    return False
+
+
 def write_output_file(path: Path | None, text: str) -> None:
     """Write a command's text output.
 
     None or '-' is standard output. A regular file (new or existing) is replaced atomically,
     keeping its permissions; a symbolic link is followed, so the link stays and its target gets
-    the text; devices and pipes (/dev/null, a FIFO) are written through, never replaced."""
+    the text; devices and pipes (/dev/null, a FIFO) are written through, never replaced, and so
+    is whatever a descriptor's name (/dev/stdout, /proc/self/fd/1) stands for, appended to."""
     if path is None or str(path) == "-":
         out = _standard_output()
         out.write(text)
         out.flush()
         return
     check_output_file(path)
+    if _names_a_descriptor(Path(path)):
+        with Path(path).open("a", encoding="utf-8") as f:
+            f.write(text)
+        return
     target = Path(path).resolve() if Path(path).is_symlink() else Path(path)
     mode = None
     if target.exists():
