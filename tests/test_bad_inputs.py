@@ -325,6 +325,42 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         ],
         "model.kind='decoder' needs model.decoder_layers >= 1",
     ),
+    (
+        "--prefix on a classifier",
+        lambda r, t: [
+            "translate",
+            str(classifier(t)),
+            "-i",
+            lines(t, "i", "1 2\n"),
+            "--prefix",
+            lines(t, "p", "low\n"),
+        ],
+        "forced prefixes do not apply to a classifier",
+    ),
+    (
+        "--prefix with a word outside the target vocabulary",
+        lambda r, t: [
+            "translate",
+            str(r),
+            "-i",
+            lines(t, "i", "1 2\n3\n"),
+            "--prefix",
+            lines(t, "p", "1\n2 zebra 3\n"),
+        ],
+        "p:2: 'zebra' is not in the model's target vocabulary (it would be read as <unk>)",
+    ),
+    (
+        "score --tgt with a word outside the target vocabulary",
+        lambda r, t: [
+            "score",
+            str(r),
+            "--src",
+            lines(t, "s", "1 2\n3\n"),
+            "--tgt",
+            lines(t, "g", "1 2\n3 zebra\n"),
+        ],
+        "g:2: 'zebra' is not in the model's target vocabulary",
+    ),
 ]
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -67,6 +68,18 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
         write_output_file(path, "".join(line + "\n" for line in lines))
     except (OutputError, OSError) as exc:
         fail(f"cannot write {path}: {exc}")
+
+
+@contextlib.contextmanager
+def _target_words(path: Path | None) -> Iterator[None]:
+    """A word of the target-side file `path` that the model's vocabulary cannot spell, as one
+    error naming the file, line and word."""
+    from ..decode.targets import UnknownWordError
+
+    try:
+        yield
+    except UnknownWordError as exc:
+        fail(f"{path}:{exc.line}: {exc.reason}")
 
 
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
@@ -184,7 +197,7 @@ def translate(
             forced = prefixes[first : first + len(lines)]
             if len(forced) < len(lines):
                 fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
-        with user_errors(ValueError):
+        with user_errors(ValueError), _target_words(prefix):
             outputs, encoded = translate_lines(
                 loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first, listed
             )
@@ -353,7 +366,7 @@ def score(
     sources, targets = _read_input(src), _read_input(tgt)
     if len(sources) != len(targets):
         fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
-    with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError):
+    with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError), _target_words(tgt):
         scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
     rows = []
     for s in scores:

@@ -30,6 +30,7 @@ from .inputs import encode_inputs
 from .scoring import Score, score_all
 from .search import Hypothesis
 from .shortlist import Shortlist
+from .targets import encode_targets
 from .translate import decode_all
 
 # CLI option names of the search settings, for messages.
@@ -105,12 +106,17 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
     return first, Ensemble([m.model for m in members])
 
 
-def encode_prefixes(loaded: LoadedModel, prefixes: Sequence[str], lines: int) -> list[list[int]]:
+def encode_prefixes(
+    loaded: LoadedModel, prefixes: Sequence[str], lines: int, first: int = 0
+) -> list[list[int]]:
     """Per input line, the target-side text every output must start with, as target ids. Each is
-    encoded on its own, so it should end at a word boundary."""
+    encoded on its own, so it should end at a word boundary; a word the vocabulary cannot spell is
+    an UnknownWordError (lines numbered from `first` + 1). A classifier takes no prefixes."""
+    if loaded.config.model.kind == "encoder":
+        raise ValueError("forced prefixes do not apply to a classifier: it gives each input its labels")
     if len(prefixes) != lines:
         raise ValueError(f"{len(prefixes)} forced prefixes for {lines} input lines")
-    return [loaded.tgt_vocab.encode(p) if p.strip() else [] for p in prefixes]
+    return encode_targets(loaded.tgt_vocab, prefixes, first + 1)
 
 
 @dataclass
@@ -192,7 +198,7 @@ def translate_lines(
     shortlist: score only the target tokens it lists for each batch's sources."""
     reader, model = decoding_model(loaded)
     encoded = encode_lines(reader, lines, trees, max_src_len)
-    forced = encode_prefixes(reader, prefixes, len(lines)) if prefixes is not None else None
+    forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
     results = decode_all(
         model,
         encoded.sources,
@@ -220,8 +226,8 @@ def score_lines(
     """log P(target | source) of each pair of lines (forced decoding), in input order.
 
     Targets are encoded with the target vocabulary as they are (a parser's target is its
-    linearised tree). An empty source is read as EOS alone, except by models whose input carries
-    tags or trees, which refuse it."""
+    linearised tree); a word it cannot spell is an UnknownWordError. An empty source is read as
+    EOS alone, except by models whose input carries tags or trees, which refuse it."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
     reader, model = decoding_model(loaded)
@@ -232,7 +238,7 @@ def score_lines(
                 raise ValueError(
                     f"source line {number} is empty; this model reads its words with tags or trees"
                 )
-    target_ids = [reader.tgt_vocab.encode(t) if t.strip() else [] for t in targets]
+    target_ids = encode_targets(reader.tgt_vocab, targets)
     return score_all(
         model,
         encoded.sources,
