@@ -40,7 +40,7 @@ def attention(
     src_trees: SourceTree = None,
 ) -> None:
     """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
-    from ..attention_plot import check_selection, collect_attention, make_example, plot_attention
+    from ..attention_plot import axis_labels, check_selection, collect_attention, make_example, plot_attention
 
     _check_folder(out_dir)
     loaded = loaded_model(checkpoint)
@@ -50,8 +50,7 @@ def attention(
         example = make_example(loaded, source, target, src_trees)
     files = plot_attention(
         collect_attention(loaded.model, example),
-        example.src_labels(loaded),
-        example.tgt_labels(loaded),
+        axis_labels(example, loaded),
         out_dir,
         chosen_layers,
         chosen_heads,
