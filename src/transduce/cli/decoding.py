@@ -63,8 +63,10 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
 
     try:
         write_output_file(path, "".join(line + "\n" for line in lines))
-    except (OutputError, OSError) as exc:
-        fail(f"cannot write {path}: {exc}")
+    except OutputError as exc:  # a WriteError already names the path
+        fail(str(exc))
+    except OSError as exc:  # a device or pipe written through
+        fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -18,8 +18,16 @@ Heads = Annotated[str | None, typer.Option(help="Comma-separated head numbers; d
 
 
 def _check_folder(out_dir: Path) -> None:
+    from ..fileio import OutputError, check_path
+
+    with user_errors(OutputError):
+        check_path(out_dir, renamed=False)
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"{out_dir} is a file; -o takes a folder for the PNG files")
+
+
+def _unwritable(out_dir: Path, exc: OSError) -> NoReturn:
+    fail(f"cannot write {out_dir}: {exc.strerror or exc}")
 
 
 def _numbers(text: str | None, option: str) -> list[int] | None:
@@ -76,12 +84,15 @@ def ponder(
     with user_errors(ValueError):
         example = make_example(loaded, source, None, src_trees)
     steps = ponder_steps(loaded.model, example)
-    src_plot = plot_ponder(
-        steps["encoder"], example.src_labels(loaded), out_dir / "encoder-ponder.png", "encoder: ACT steps"
-    )
-    tgt_plot = plot_ponder(
-        steps["decoder"], example.tgt_labels(loaded), out_dir / "decoder-ponder.png", "decoder: ACT steps"
-    )
+    try:
+        src_plot = plot_ponder(
+            steps["encoder"], example.src_labels(loaded), out_dir / "encoder-ponder.png", "encoder: ACT steps"
+        )
+        tgt_plot = plot_ponder(
+            steps["decoder"], example.tgt_labels(loaded), out_dir / "decoder-ponder.png", "decoder: ACT steps"
+        )
+    except OSError as exc:  # a full disk
+        _unwritable(out_dir, exc)
     stdout.print(f"output: {loaded.tgt_vocab.decode(example.tgt_ids)}")
     stdout.print(f"encoder steps: {steps['encoder'].tolist()}")
     stdout.print(f"wrote {src_plot}, {tgt_plot}")

@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
 from ..config import DEPTH_MAX, POSITIONS_MAX, WIDTH_MAX, Config, ConfigError, build_config
 from ..data.vocab import BOS, EOS, PAD, MarianVocab
-from ..fileio import atomic_directory, check_output_dir
+from ..fileio import atomic_directory, check_output_dir, write_safetensors
 from ..model import build_model
 from ..store.checkpoint import save_checkpoint
 from ..store.load import load_model
@@ -439,10 +439,8 @@ def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
         "num_beams": loaded.config.decode.beam,
     }
     with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as tmp:
-        save_file(
-            {k: v.contiguous() for k, v in weights.items()},
-            str(tmp / "model.safetensors"),
-            metadata={"format": "pt"},
+        write_safetensors(
+            tmp / "model.safetensors", {k: v.contiguous() for k, v in weights.items()}, metadata={"format": "pt"}
         )
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2), encoding="utf-8")
         (tmp / "vocab.json").write_text(json.dumps(pieces, ensure_ascii=False), encoding="utf-8")
