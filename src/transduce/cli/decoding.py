@@ -323,7 +323,10 @@ def score(
         Path | None, typer.Option("--output", "-o", help="Output file; default or '-': stdout.")
     ] = None,
     per_token: Annotated[
-        bool, typer.Option(help="Also list each target token's log-probability (EOS last).")
+        bool,
+        typer.Option(
+            help="Also list each scored token with its log-probability, as TOKEN=LOGPROB (EOS last)."
+        ),
     ] = False,
     max_tokens: Annotated[
         int, typer.Option(min=1, help="Token budget of a batch (source plus target tokens).")
@@ -341,8 +344,10 @@ def score(
     """Forced decoding: how probable the model finds each target given its source.
 
     One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
-    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
-    space-separated token log-probabilities. With several checkpoints, scores under their
+    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column:
+    each token scored and its log-probability as TOKEN=LOGPROB, space-separated, in order, EOS
+    last as </s> (tokens as the vocabulary writes them: sentencepiece pieces mark a space with
+    ▁; the log-probability follows the last '='). With several checkpoints, scores under their
     ensemble (the log of their averaged probabilities). A language model scores its prompt (the
     source), the target and EOS as one sequence; a classifier the target's labels (no EOS)."""
     from ..decode.pipeline import score_lines
@@ -355,11 +360,12 @@ def score(
         fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
     with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError):
         scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
+    vocab = loaded[0].tgt_vocab
     rows = []
     for s in scores:
         row = f"{s.log_prob:.4f}\t{s.mean:.4f}"
-        if s.tokens is not None:
-            row += "\t" + " ".join(f"{t:.4f}" for t in s.tokens)
+        if s.tokens is not None and s.ids is not None:
+            row += "\t" + " ".join(f"{vocab.token(i)}={t:.4f}" for i, t in zip(s.ids, s.tokens, strict=True))
         rows.append(row)
     _write_output(output, rows)
 
