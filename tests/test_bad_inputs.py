@@ -160,6 +160,15 @@ def offsets_decreasing(run: Path, tmp: Path) -> list[str]:
     return train_on(data, tmp)
 
 
+def vocab_from_with(run: Path, tmp: Path, *extra: str) -> list[str]:
+    """prepare --vocab-from the run, with options that apply only to learning a vocabulary."""
+    corpus = tmp / "c"
+    corpus.mkdir()
+    for name in ("train.en", "train.de", "dev.en", "dev.de"):
+        (corpus / name).write_text("1 2\n")
+    return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "--vocab-from", str(run), *extra]
+
+
 def wider_config(meta: dict) -> None:
     meta["config"]["model"]["d_model"] = 64
 
@@ -251,6 +260,16 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "meta.json gives src_vocab_size 5, but the src vocabulary has",
     ),
     ("float token ids", float_tokens, "holds float64 values; dataset arrays hold integers"),
+    (
+        "prepare --vocab-from with --vocab-size",
+        lambda r, t: vocab_from_with(r, t, "--vocab-size", "300"),
+        "--vocab-from uses the model's as they are",
+    ),
+    (
+        "prepare --vocab-from with --separate-vocab",
+        lambda r, t: vocab_from_with(r, t, "--separate-vocab"),
+        "--vocab-size and --separate-vocab apply when prepare learns",
+    ),
     ("dataset offsets going back", offsets_decreasing, "train.src offsets decrease"),
     (
         "translate -o a name over the file system's limit",
