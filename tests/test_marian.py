@@ -511,3 +511,23 @@ def test_score_equals_hf_forced_decoding(imported, tmp_path):
         assert [pair.rsplit("=", 1)[0] for pair in per_token.split(" ")] == tokenizer.convert_ids_to_tokens(
             labels
         )
+
+
+def test_prepare_vocab_from_an_imported_model_encodes_as_its_tokenizer(imported, tmp_path):
+    """Data for fine-tuning an imported model gets the ids Marian's tokenizer gives (the imported
+    vocabulary's own encoding), not the raw ids of its sentencepiece models."""
+    from transduce.data.dataset import Dataset
+
+    root, _, tokenizer, ours = imported
+    (tmp_path / "c").mkdir()
+    for split, rows in (("train", TARGET_TEXT[:4]), ("dev", TARGET_TEXT[4:6])):
+        (tmp_path / "c" / f"{split}.en").write_text("".join(f"{t}\n" for t in rows))
+        (tmp_path / "c" / f"{split}.de").write_text("".join(f"{t}\n" for t in SOURCE_TEXT[:4][: len(rows)]))
+    args = ["prepare", str(tmp_path / "c"), "--src", "en", "--tgt", "de", "-o", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, [*args, "--vocab-from", str(root / "ours")])
+    assert result.exit_code == 0, result.output
+    train = Dataset(tmp_path / "d").splits["train"]
+    for i, (source, target) in enumerate(zip(TARGET_TEXT[:4], SOURCE_TEXT[:4], strict=True)):
+        src, tgt = (ids.tolist() for ids in train.pair(i))
+        assert [ours.src_vocab.perm[t] for t in src] == tokenizer(source).input_ids[:-1]  # without EOS
+        assert [ours.tgt_vocab.perm[t] for t in tgt] == tokenizer(text_target=target).input_ids[:-1]
