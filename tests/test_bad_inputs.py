@@ -270,6 +270,38 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda r, t: vocab_from_with(r, t, "--separate-vocab"),
         "--vocab-size and --separate-vocab apply when prepare learns",
     ),
+    (
+        "evaluate -o with --hyp",
+        lambda r, t: [
+            "evaluate",
+            "--hyp",
+            lines(t, "h", "a\n"),
+            "--ref",
+            lines(t, "r", "a\n"),
+            "-o",
+            str(t / "o"),
+        ],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o with --split",
+        lambda r, t: ["evaluate", str(r), "--split", "dev", "-o", str(t / "o")],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o a directory",
+        lambda r, t: [
+            "evaluate",
+            str(r),
+            "--src",
+            lines(t, "s", "1\n"),
+            "--ref",
+            lines(t, "r", "1\n"),
+            "-o",
+            str(t),
+        ],
+        "is a directory; -o takes a file path",
+    ),
     ("dataset offsets going back", offsets_decreasing, "train.src offsets decrease"),
     (
         "translate -o a name over the file system's limit",

@@ -194,6 +194,36 @@ def scene_translate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
     return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(newest / "model.safetensors")]
 
 
+def scene_evaluate_over_ref(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    (tmp / "ref.txt").write_text("2 1\n")
+    return [
+        "evaluate",
+        str(run),
+        "--src",
+        str(tmp / "in.txt"),
+        "--ref",
+        str(tmp / "ref.txt"),
+        "-o",
+        str(tmp / "ref.txt"),
+    ]
+
+
+def scene_evaluate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    newest = step_checkpoints(run / "checkpoints")[-1]
+    return [
+        "evaluate",
+        str(newest),
+        "--src",
+        str(tmp / "in.txt"),
+        "--ref",
+        str(tmp / "in.txt"),
+        "-o",
+        str(newest / "config.json"),
+    ]
+
+
 def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     for name, suffix in (("a", ""), ("b", "ing")):
         corpus = write_corpus(tmp / f"c{name}", suffix=suffix)
@@ -277,6 +307,8 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("translate -o its own input", scene_translate_over_input, "would overwrite the input"),
     ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
     ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
+    ("evaluate -o its own --ref", scene_evaluate_over_ref, "would overwrite the input"),
+    ("evaluate -o a file of the checkpoint", scene_evaluate_into_checkpoint, "would overwrite the input"),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
     ("resume on edited generated data", scene_resume_on_edited_data, "its arrays changed after"),
     ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),

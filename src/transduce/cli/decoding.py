@@ -270,15 +270,29 @@ def evaluate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Also write the translations of --src to this file, one per line, as translate -o "
+            "does (replaced atomically; never one of the inputs).",
+        ),
+    ] = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
 
     A language model's perplexity counts its prompts (the --src lines) with the references, as
-    training does. The progress display shows sentences/s and output tokens/s."""
+    training does. The progress display shows sentences/s and output tokens/s. With -o the
+    translations scored are kept, which saves decoding them again with translate."""
     from .. import evaluate as ev
     from ..metrics import corpus_scores
 
+    if output is not None:
+        if hyp is not None or split is not None or trees is not None:
+            fail("-o keeps the translations of --src; --hyp, --split and --trees make none to keep")
+        _check_output(output, [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
@@ -292,6 +306,8 @@ def evaluate(
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         loaded = loaded_models(checkpoints, quantize, threads, device)
+        if output is not None:
+            _check_output(output, [m.path for m in loaded])
         listed = read_shortlist(shortlist)
         opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
         if split is not None:
@@ -303,6 +319,8 @@ def evaluate(
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
         if loaded[0].config.model.kind == "encoder":
+            if output is not None:
+                fail("-o keeps translations; a classifier's labels are printed by translate")
             if len(refs) > 1:
                 fail("a classifier is evaluated on one --ref file of labels")
             with decode_progress("evaluating", len(sources)) as advance:
@@ -310,6 +328,8 @@ def evaluate(
             return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
+    if output is not None:
+        _write_output(output, report.hypotheses)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
