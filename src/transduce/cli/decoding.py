@@ -227,6 +227,25 @@ def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> in
     return done
 
 
+KeptTranslations = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Also write the translations of --src to this file, one per line, as translate -o "
+        "does (replaced atomically; never one of the inputs).",
+    ),
+]
+
+
+def _check_kept(output: Path, without_translations: list[object], inputs: list[Path]) -> None:
+    """evaluate -o: refused where nothing is translated (--hyp, --split, --trees), or where it
+    would overwrite an input."""
+    if any(given is not None for given in without_translations):
+        fail("-o keeps the translations of --src; --hyp, --split and --trees make none to keep")
+    _check_output(output, inputs)
+
+
 @app.command()
 def evaluate(
     checkpoints: Annotated[
@@ -270,15 +289,7 @@ def evaluate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Also write the translations of --src to this file, one per line, as translate -o "
-            "does (replaced atomically; never one of the inputs).",
-        ),
-    ] = None,
+    output: KeptTranslations = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -290,9 +301,7 @@ def evaluate(
     from ..metrics import corpus_scores
 
     if output is not None:
-        if hyp is not None or split is not None or trees is not None:
-            fail("-o keeps the translations of --src; --hyp, --split and --trees make none to keep")
-        _check_output(output, [p for p in (src, *(ref or []), src_trees) if p is not None])
+        _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
