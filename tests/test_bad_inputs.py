@@ -142,6 +142,34 @@ def lock_is_a_folder(run: Path, tmp: Path) -> list[str]:
     return ["train", "small", *TINY, "--run-dir", str(tmp / "t")]
 
 
+def too_long(tmp: Path) -> str:
+    """A file name longer than file systems take (255 bytes)."""
+    return str(tmp / ("x" * 300))
+
+
+def too_deep(tmp: Path) -> str:
+    """A path longer than the system takes (4096 bytes), each name in it short enough."""
+    return str(tmp.joinpath(*["y" * 200] * 25, "out"))
+
+
+def offsets_decreasing(run: Path, tmp: Path) -> list[str]:
+    """A dataset whose offsets go back: example 2 would have a negative length."""
+    data = dataset_copy(run, tmp)
+    offsets = np.load(data / "train.src.offsets.npy")
+    offsets[2] = offsets[1] - 1
+    np.save(data / "train.src.offsets.npy", offsets)
+    return train_on(data, tmp)
+
+
+def vocab_from_with(run: Path, tmp: Path, *extra: str) -> list[str]:
+    """prepare --vocab-from the run, with options that apply only to learning a vocabulary."""
+    corpus = tmp / "c"
+    corpus.mkdir()
+    for name in ("train.en", "train.de", "dev.en", "dev.de"):
+        (corpus / name).write_text("1 2\n")
+    return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "--vocab-from", str(run), *extra]
+
+
 def wider_config(meta: dict) -> None:
     meta["config"]["model"]["d_model"] = 64
 
@@ -233,6 +261,109 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "meta.json gives src_vocab_size 5, but the src vocabulary has",
     ),
     ("float token ids", float_tokens, "holds float64 values; dataset arrays hold integers"),
+    (
+        "prepare --vocab-from with --vocab-size",
+        lambda r, t: vocab_from_with(r, t, "--vocab-size", "300"),
+        "--vocab-from uses the model's as they are",
+    ),
+    (
+        "prepare --vocab-from with --separate-vocab",
+        lambda r, t: vocab_from_with(r, t, "--separate-vocab"),
+        "--vocab-size and --separate-vocab apply when prepare learns",
+    ),
+    (
+        "evaluate -o with --hyp",
+        lambda r, t: [
+            "evaluate",
+            "--hyp",
+            lines(t, "h", "a\n"),
+            "--ref",
+            lines(t, "r", "a\n"),
+            "-o",
+            str(t / "o"),
+        ],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o with --split",
+        lambda r, t: ["evaluate", str(r), "--split", "dev", "-o", str(t / "o")],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o a directory",
+        lambda r, t: [
+            "evaluate",
+            str(r),
+            "--src",
+            lines(t, "s", "1\n"),
+            "--ref",
+            lines(t, "r", "1\n"),
+            "-o",
+            str(t),
+        ],
+        "is a directory; -o takes a file path",
+    ),
+    ("dataset offsets going back", offsets_decreasing, "train.src offsets decrease"),
+    (
+        "translate -o a name over the file system's limit",
+        lambda r, t: ["translate", str(r), "-o", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "translate -o a name whose temporary name is over the limit",
+        lambda r, t: ["translate", str(r), "-o", str(t / ("x" * 250))],
+        "File name too long",
+    ),
+    (
+        "translate -o a path over the limit",
+        lambda r, t: ["translate", str(r), "-o", too_deep(t)],
+        "name too long",
+    ),
+    (
+        "score -o a name over the limit",
+        lambda r, t: [
+            "score",
+            str(r),
+            "--src",
+            lines(t, "s", "1\n"),
+            "--tgt",
+            lines(t, "g", "1\n"),
+            "-o",
+            too_long(t),
+        ],
+        "File name too long",
+    ),
+    (
+        "average -o a name over the limit",
+        lambda r, t: ["average", "--last", "1", "--run-dir", str(r), "-o", too_long(t)],
+        "File name too long",
+    ),
+    ("export -o a path over the limit", lambda r, t: ["export", str(r), "-o", too_deep(t)], "name too long"),
+    (
+        "prepare -o a name over the limit",
+        lambda r, t: ["prepare", "--task", "copy", "-o", too_long(t)],
+        "too long",
+    ),
+    (
+        "shortlist -o a name over the limit",
+        lambda r, t: ["shortlist", str(r / "data"), "-o", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "attention -o a name over the limit",
+        lambda r, t: ["attention", str(r), "1 2", "-o", too_long(t)],
+        "too long",
+    ),
+    (
+        "train --run-dir a name over the limit",
+        lambda r, t: ["train", "small", *TINY, "--run-dir", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "train --run-dir a path over the limit",
+        lambda r, t: ["train", "small", *TINY, "--run-dir", too_deep(t)],
+        "File name too long",
+    ),
     ("dataset array a link out of it", array_linked_outside, "not a regular file (links, pipes"),
     (
         "attention --layers beyond the model",

@@ -148,3 +148,43 @@ def test_fine_tuning_mismatches_are_refused(general, tmp_path):
     domain = ("prepare", general["tmp"] / "domain", "--src", "en", "--tgt", "up", "-o", tmp_path / "d2")
     error = cli_error(*domain, "--vocab-from", linked)
     assert "not a regular file" in error and not (tmp_path / "d2").exists()
+
+
+def test_vocab_from_records_only_what_applied_and_learns_nothing(general, tmp_path):
+    """With --vocab-from, meta.json records no vocabulary size or sharing (none applied) and the
+    progress display does not announce a vocabulary being learned."""
+    args = ["prepare", general["tmp"] / "domain", "--src", "en", "--tgt", "up"]
+    reused = CliRunner().invoke(
+        app, [str(a) for a in (*args, "-o", tmp_path / "d", "--vocab-from", general["run"])]
+    )
+    assert reused.exit_code == 0, reused.output
+    assert "learning BPE vocabulary" not in reused.output and "encoding train.en" in reused.output
+    options = json.loads((tmp_path / "d" / "meta.json").read_text())["options"]
+    assert options["vocab_size"] is None and options["shared_vocab"] is None
+    assert options["vocab_from"] == str(step_checkpoints(general["run"] / "checkpoints")[-1])
+    learned = CliRunner().invoke(app, [str(a) for a in (*args, "-o", tmp_path / "e", "--vocab-size", 300)])
+    assert learned.exit_code == 0 and "learning BPE vocabulary" in learned.output
+    options = json.loads((tmp_path / "e" / "meta.json").read_text())["options"]
+    assert options["vocab_size"] == 300 and options["shared_vocab"] is True
+
+
+def test_vocab_from_a_symbol_vocabulary_encodes_with_it(tmp_path):
+    """A model of a generated task (a symbol vocabulary, no sentencepiece) lends its vocabulary
+    too: each line is its symbols' ids, an unknown one <unk>."""
+    from tiny_models import DIGITS, saved_checkpoint
+
+    from transduce.data.dataset import Dataset
+    from transduce.data.vocab import UNK
+
+    loaded = saved_checkpoint(tmp_path / "ck", DIGITS, seed=0)
+    (tmp_path / "c").mkdir()
+    lines = {"train": ["1 2 3", "4 5", "9 x 0"], "dev": ["7 7"]}
+    for split, text in lines.items():
+        for side in ("src", "tgt"):
+            (tmp_path / "c" / f"{split}.{side}").write_text("".join(f"{t}\n" for t in text))
+    cli("prepare", tmp_path / "c", "-o", tmp_path / "d", "--vocab-from", tmp_path / "ck")
+    data = Dataset(tmp_path / "d")
+    train = data.splits["train"]
+    got = [[t.tolist() for t in train.pair(i)] for i in range(len(train))]
+    assert got == [[loaded.src_vocab.encode(t)] * 2 for t in lines["train"]]
+    assert got[2][0] == [13, UNK, 4]  # "9 x 0": x is no symbol of the model's

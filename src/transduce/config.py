@@ -99,7 +99,7 @@ class ModelConfig(_Section):
     final_logits_bias: bool = Field(
         False,
         description="a fixed (never trained) output bias, as OPUS-MT models carry; "
-        "`import marian` sets it when the model's bias is not all zero",
+        "`import marian` sets it (Marian's bias, and a mask on BOS, which repeats Marian's start row)",
     )
     local_window: int | None = Field(None, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
     num_classes: int | None = Field(None, ge=2, le=TOKENS_MAX, description=f"2..{TOKENS_MAX}")

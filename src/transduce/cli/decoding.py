@@ -66,8 +66,10 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
 
     try:
         write_output_file(path, "".join(line + "\n" for line in lines))
-    except (OutputError, OSError) as exc:
-        fail(f"cannot write {path}: {exc}")
+    except OutputError as exc:  # a WriteError already names the path
+        fail(str(exc))
+    except OSError as exc:  # a device or pipe written through
+        fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 @contextlib.contextmanager
@@ -240,6 +242,25 @@ def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> in
     return done
 
 
+KeptTranslations = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Also write the translations of --src to this file, one per line, as translate -o "
+        "does (replaced atomically; never one of the inputs).",
+    ),
+]
+
+
+def _check_kept(output: Path, without_translations: list[object], inputs: list[Path]) -> None:
+    """evaluate -o: refused where nothing is translated (--hyp, --split, --trees), or where it
+    would overwrite an input."""
+    if any(given is not None for given in without_translations):
+        fail("-o keeps the translations of --src; --hyp, --split and --trees make none to keep")
+    _check_output(output, inputs)
+
+
 @app.command()
 def evaluate(
     checkpoints: Annotated[
@@ -283,15 +304,19 @@ def evaluate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    output: KeptTranslations = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
 
     A language model's perplexity counts its prompts (the --src lines) with the references, as
-    training does. The progress display shows sentences/s and output tokens/s."""
+    training does. The progress display shows sentences/s and output tokens/s. With -o the
+    translations scored are kept, which saves decoding them again with translate."""
     from .. import evaluate as ev
     from ..metrics import corpus_scores
 
+    if output is not None:
+        _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
@@ -305,6 +330,8 @@ def evaluate(
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         loaded = loaded_models(checkpoints, quantize, threads, device)
+        if output is not None:
+            _check_output(output, [m.path for m in loaded])
         listed = read_shortlist(shortlist)
         opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
         if split is not None:
@@ -316,6 +343,8 @@ def evaluate(
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
         if loaded[0].config.model.kind == "encoder":
+            if output is not None:
+                fail("-o keeps translations; a classifier's labels are printed by translate")
             if len(refs) > 1:
                 fail("a classifier is evaluated on one --ref file of labels")
             with decode_progress("evaluating", len(sources)) as advance:
@@ -323,6 +352,8 @@ def evaluate(
             return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
+    if output is not None:
+        _write_output(output, report.hypotheses)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
@@ -336,7 +367,10 @@ def score(
         Path | None, typer.Option("--output", "-o", help="Output file; default or '-': stdout.")
     ] = None,
     per_token: Annotated[
-        bool, typer.Option(help="Also list each target token's log-probability (EOS last).")
+        bool,
+        typer.Option(
+            help="Also list each scored token with its log-probability, as TOKEN=LOGPROB (EOS last)."
+        ),
     ] = False,
     max_tokens: Annotated[
         int, typer.Option(min=1, help="Token budget of a batch (source plus target tokens).")
@@ -354,8 +388,10 @@ def score(
     """Forced decoding: how probable the model finds each target given its source.
 
     One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
-    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
-    space-separated token log-probabilities. With several checkpoints, scores under their
+    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column:
+    each token scored and its log-probability as TOKEN=LOGPROB, space-separated, in order, EOS
+    last as </s> (tokens as the vocabulary writes them: sentencepiece pieces mark a space with
+    ▁; the log-probability follows the last '='). With several checkpoints, scores under their
     ensemble (the log of their averaged probabilities). A language model scores its prompt (the
     source), the target and EOS as one sequence; a classifier the target's labels (no EOS)."""
     from ..decode.pipeline import score_lines
@@ -368,11 +404,12 @@ def score(
         fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
     with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError), _target_words(tgt):
         scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
+    vocab = loaded[0].tgt_vocab
     rows = []
     for s in scores:
         row = f"{s.log_prob:.4f}\t{s.mean:.4f}"
-        if s.tokens is not None:
-            row += "\t" + " ".join(f"{t:.4f}" for t in s.tokens)
+        if s.tokens is not None and s.ids is not None:
+            row += "\t" + " ".join(f"{vocab.token(i)}={t:.4f}" for i, t in zip(s.ids, s.tokens, strict=True))
         rows.append(row)
     _write_output(output, rows)
 

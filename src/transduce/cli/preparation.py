@@ -67,7 +67,9 @@ def prepare(
     out: Annotated[Path, out_option("Dataset directory to write.")] = Path("data/prepared"),
     src: Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")] = "src",
     tgt: Annotated[str, typer.Option(help="Target file suffix, e.g. en.")] = "tgt",
-    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size (the paper: 37000 shared).")] = 37000,
+    vocab_size: Annotated[
+        int | None, typer.Option(help="BPE vocabulary size; default 37000 (the paper's, shared).")
+    ] = None,
     separate_vocab: Annotated[
         bool, typer.Option(help="Learn separate source and target vocabularies.")
     ] = False,
@@ -75,8 +77,8 @@ def prepare(
         Path | None,
         typer.Option(
             help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
-            "or dataset instead of learning new ones (--vocab-size and --separate-vocab then do not "
-            "apply): data for fine-tuning with `train --init-from`."
+            "or dataset instead of learning new ones (so without --vocab-size and --separate-vocab): "
+            "data for fine-tuning with `train --init-from`."
         ),
     ] = None,
     max_len: Annotated[
@@ -183,7 +185,7 @@ def prepare(
             src,
             tgt,
             vocab_size,
-            not separate_vocab,
+            False if separate_vocab else None,
             max_len,
             ratio_limit(max_ratio, source_format),
             empty,

@@ -59,7 +59,7 @@ def train(
     --resume continues the same run on the same data (interrupted runs); --init-from starts a new
     run from trained weights (fine-tuning on new data)."""
     from ..data.dataset import DatasetError
-    from ..fileio import OutputError
+    from ..fileio import OutputError, check_path
     from ..store.checkpoint import CheckpointError
     from ..store.load import config_from
     from ..train.build import run_directory, setup_distributed
@@ -68,6 +68,8 @@ def train(
     if (keep_optimizer or keep_step) and init_from is None:
         fail("--keep-optimizer and --keep-step go with --init-from")
     with user_errors(ConfigError, OutputError, CheckpointError):
+        if run_dir is not None:
+            check_path(run_dir, renamed=False)  # a name too long, say: said before anything starts
         cfg = config_from(config, overrides or [])
         run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()

@@ -27,13 +27,19 @@ from .vocab import (
     vocab_files,
 )
 
+DEFAULT_VOCAB_SIZE = 37000  # the paper's shared En-De vocabulary
+
 
 @dataclass
 class PrepareOptions:
+    """`prepare`'s options. The vocabulary's size and sharing apply when it is learned: None means
+    the default then (37000, shared), and is what they must be with `vocab_from`, so that a
+    dataset's meta.json records no setting that was not used."""
+
     src: str
     tgt: str
-    vocab_size: int = 37000
-    shared_vocab: bool = True
+    vocab_size: int | None = None
+    shared_vocab: bool | None = None
     max_len: int = 256
     max_ratio: float | None = 3.0
     empty: str = "skip"
@@ -43,9 +49,19 @@ class PrepareOptions:
     vocab_from: str | None = None  # a directory with src.* (and tgt.*) vocabulary files to reuse
 
     def __post_init__(self) -> None:
-        """Options that could only fail later (inside sentencepiece, or by filtering everything)."""
-        if not 8 <= self.vocab_size <= 1 << 20:
-            raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
+        """Options that could only fail later (inside sentencepiece, or by filtering everything),
+        or that would not apply."""
+        if self.vocab_from is not None:
+            if self.vocab_size is not None or self.shared_vocab is not None:
+                raise CorpusError(
+                    "--vocab-size and --separate-vocab apply when prepare learns vocabularies; "
+                    "--vocab-from uses the model's as they are"
+                )
+        else:
+            self.vocab_size = DEFAULT_VOCAB_SIZE if self.vocab_size is None else self.vocab_size
+            self.shared_vocab = True if self.shared_vocab is None else self.shared_vocab
+            if not 8 <= self.vocab_size <= 1 << 20:
+                raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
         if self.max_len < 1:
             raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
         if self.max_ratio is not None and self.max_ratio < 1:
@@ -82,13 +98,18 @@ def prepare_generated(task: str, overrides: list[str], out: Path, force: bool = 
     return prepare_task(cfg.data, out, force=force)
 
 
-def _encode(vocab: SentencePieceVocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
+def _encode(vocab: Vocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
+    """Each line's ids; a learned sentencepiece model encodes a block of lines per call, any
+    other vocabulary (a symbol or Marian one reused with --vocab-from) line by line."""
     task = progress.add_task(label, total=len(lines))
     out: list[list[int]] = []
     step = 10_000
     for start in range(0, len(lines), step):
-        out.extend(vocab.sp.encode(lines[start : start + step]))
-        progress.advance(task, min(step, len(lines) - start))
+        block = lines[start : start + step]
+        out.extend(
+            vocab.sp.encode(block) if isinstance(vocab, SentencePieceVocab) else map(vocab.encode, block)
+        )
+        progress.advance(task, len(block))
     return out
 
 
@@ -177,6 +198,22 @@ def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
     return ReusedVocabs(src, tgt, files)
 
 
+def _learn_vocabs(
+    train_src: list[str], train_tgt: list[str], opts: PrepareOptions, symbols: list[str], progress: Progress
+) -> tuple[Vocab, Vocab, bool]:
+    """BPE vocabularies learned on the training text: (source, target, shared)."""
+    learn = progress.add_task("learning BPE vocabulary", total=None)
+    size = opts.vocab_size or DEFAULT_VOCAB_SIZE
+    if opts.shared_vocab:
+        src_vocab = SentencePieceVocab.train(train_src + train_tgt, size, symbols=symbols)
+        tgt_vocab = src_vocab
+    else:
+        src_vocab = SentencePieceVocab.train(train_src, size, symbols=symbols)
+        tgt_vocab = SentencePieceVocab.train(train_tgt, size)
+    progress.update(learn, total=1, completed=1)
+    return src_vocab, tgt_vocab, bool(opts.shared_vocab)
+
+
 def _no_empty_split(name: str, pairs: int, where: str) -> None:
     """A split with no usable example would only fail later, at the first validation."""
     if pairs == 0:
@@ -218,21 +255,14 @@ def prepare_text(
     with Progress(disable=not show_progress, transient=False) as progress:
         train_src, train_tgt = src_texts["train"], texts["train"][1]
         symbols = _bracket_symbols(list(sources.values())) if fmt.format == "tree" else []
-        learn = progress.add_task("learning BPE vocabulary", total=None)
-        shared = opts.shared_vocab
         if reused is not None:
             src_vocab, tgt_vocab, shared = reused.src, reused.tgt or reused.src, reused.tgt is None
-        elif shared:
-            src_vocab = SentencePieceVocab.train(train_src + train_tgt, opts.vocab_size, symbols=symbols)
-            tgt_vocab = src_vocab
         else:
-            src_vocab = SentencePieceVocab.train(train_src, opts.vocab_size, symbols=symbols)
-            tgt_vocab = SentencePieceVocab.train(train_tgt, opts.vocab_size)
+            src_vocab, tgt_vocab, shared = _learn_vocabs(train_src, train_tgt, opts, symbols, progress)
         tag_vocabs = [
             SymbolVocab(sorted({t for tags in sources["train"].tags for t in tags[k]}))
             for k in range(fmt.factors)
         ]
-        progress.update(learn, total=1, completed=1)
         splits = {}
         for name, (_, tgt, stats) in texts.items():
             annotations = None

@@ -38,6 +38,7 @@ class Score:
     mean: float  # log_prob per scored token
     tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
     count: int = 0  # tokens scored
+    ids: list[int] | None = None  # the tokens scored, as `tokens` lists them (when asked for)
 
 
 def _check_target(target: Sequence[int], where: str) -> list[int]:
@@ -85,7 +86,8 @@ def score(
     for row, g in enumerate(gold):
         values = logp[row, : len(g)]
         total = float(values.sum())
-        out.append(Score(total, total / len(g), values.tolist() if per_token else None, len(g)))
+        listed = (values.tolist(), g) if per_token else (None, None)
+        out.append(Score(total, total / len(g), listed[0], len(g), listed[1]))
     return out
 
 
@@ -103,9 +105,8 @@ def _score_labels(
         index = torch.tensor(labels, device=log_probs.device)[:, None] - FIRST_SYMBOL
         values = log_probs.gather(1, index)[:, 0].double().cpu()
         total = float(values.sum())
-        out.append(
-            Score(total, total / max(len(labels), 1), values.tolist() if per_token else None, len(labels))
-        )
+        listed = (values.tolist(), labels) if per_token else (None, None)
+        out.append(Score(total, total / max(len(labels), 1), listed[0], len(labels), listed[1]))
     return out
 
 
