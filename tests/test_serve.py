@@ -176,7 +176,7 @@ def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
 
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
-    import transduce.serve as serve_module
+    import transduce.serve.scheduler as serve_module
 
     real = serve_module.decode_all
 
@@ -232,7 +232,7 @@ def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
-    import transduce.serve as serve_module
+    import transduce.serve.scheduler as serve_module
 
     real = serve_module.decode_all
 

@@ -13,7 +13,7 @@ from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
 
-import transduce.serve as serve_module
+import transduce.serve.scheduler as serve_module
 from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.serve import Limits, create_app
