@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import ConfigError, DecodeConfig
+from ..config import DecodeConfig
 from .common import (
     Advance,
     Alpha,
@@ -68,11 +68,16 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
 
 
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
-    """The checkpoint's search settings with the given options overlaid."""
-    from ..decode.pipeline import decode_options
+    """The checkpoint's search settings with the given options overlaid, checked against the model
+    before any decoding; errors name the command-line options (`--top-k`)."""
+    from ..decode.options import OptionsError, check_for_model, decode_options
 
-    with user_errors(ConfigError):
-        return decode_options(loaded.config.decode, **given)
+    try:
+        options = decode_options(loaded.config.decode, **given)
+        check_for_model(loaded.model, options)
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    return options
 
 
 Prefix = Annotated[
