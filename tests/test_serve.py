@@ -111,6 +111,20 @@ BAD_BODIES = [
     ("alpha a string", '{"segments": ["1"], "alpha": "0.6"}', "Input should be a valid number"),
     ("a 5000-digit number", '{"segments": ["1"], "beam": 1' + "0" * 5000 + "}", "Exceeds the limit"),
     ("bytes not UTF-8", '{"segments": ["\udcff"]}', "can't decode byte 0xff"),
+    # one source of truth: DecodeConfig's bounds (top_k <= 2**20, seed < 2**32), named by field
+    ("top_k over its bound", '{"segments": ["1"], "sample": true, "top_k": 2000000}', "less than or equal"),
+    ("seed over 32 bits", '{"segments": ["1"], "sample": true, "seed": 4294967296}', "less than or equal"),
+    ("beam over the server's", '{"segments": ["1"], "beam": 65}', "less than or equal to 64"),
+    # settings the decoding chosen would ignore are refused, not dropped
+    ("sample with nbest", '{"segments": ["1"], "sample": true, "nbest": 2}', "give num_samples"),
+    ("sample with beam", '{"segments": ["1"], "sample": true, "beam": 2}', "beam applies to beam search"),
+    ("temperature alone", '{"segments": ["1"], "temperature": 2.0}', "temperature applies only to sampling"),
+    ("num_samples alone", '{"segments": ["1"], "num_samples": 3}', "num_samples applies only to sampling"),
+    ("top_k alone", '{"segments": ["1"], "top_k": 3}', "top_k applies only to sampling"),
+    ("top_p alone", '{"segments": ["1"], "top_p": 0.5}', "top_p applies only to sampling"),
+    ("greedy with sample", '{"segments": ["1"], "greedy": true, "sample": true}', "exclude each other"),
+    ("too few prefixes", '{"segments": ["1", "2"], "prefixes": ["3"]}', "1 prefixes for 2 segments"),
+    ("prefix too long", '{"segments": ["1"], "prefixes": ["' + "1 " * 60 + '"]}', "forced prefix has 60"),
 ]
 
 
@@ -132,6 +146,23 @@ def test_malformed_request_is_422_naming_the_fault(roomy, body, fragment):
     )
     assert response.status_code == 422, response.text
     assert fragment in response.text and len(response.content) < 500, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"sample": True, "top_k": 2_000_000}, "top_k"),
+        ({"sample": True, "nbest": 2}, "nbest"),
+        ({"num_samples": 2}, "num_samples"),
+        ({"beam": 2, "nbest": 3}, None),
+    ],
+)
+def test_a_422_names_the_json_field_not_the_command_line_option(roomy, body, field):
+    response = httpx.post(f"{roomy.url}/translate", json={"segments": ["1"], **body})
+    assert response.status_code == 422, response.text
+    assert "--" not in response.text, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == (["body", field] if field else ["body"]), error
 
 
 @pytest.mark.parametrize("alpha", ["NaN", "Infinity", "-Infinity", "1e400"])

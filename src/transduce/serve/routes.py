@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -11,16 +13,25 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from torch import nn
 
-from ..config import DecodeConfig
-from ..data.source import SourceAnnotation
-from ..decode.pipeline import decode_options, encode_lines, render
+from ..decode.options import OptionsError, check_for_model, decode_options
+from ..decode.pipeline import encode_lines, encode_prefixes, render
 from ..decode.search import Hypothesis
+from ..decode.translate import checked_prefixes
 from ..store.load import LoadedModel
 from .auth import require_key
 from .limits import Limits, OverBudget, breadth, check_work
 from .middleware import StrictJsonRoute
-from .scheduler import Batcher, DecodeFailed, Overloaded, Unfinished, wait_for
-from .schema import AttentionRequest, AttentionResponse, TranslateRequest, TranslateResponse, Translation
+from .scheduler import Batcher, DecodeFailed, Overloaded, Unfinished, Work, wait_for
+from .schema import (
+    DECODING,
+    SEARCH,
+    Attention,
+    AttentionRequest,
+    AttentionResponse,
+    TranslateRequest,
+    TranslateResponse,
+    Translation,
+)
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -79,62 +90,50 @@ def info(served: Service) -> dict:
 
 @router.post("/translate", response_model=TranslateResponse, dependencies=Protected)
 async def translate(body: TranslateRequest, request: Request, served: Service) -> TranslateResponse:
-    limits, loaded = served.limits, served.loaded
-    if len(body.segments) > limits.max_segments:
-        raise HTTPException(413, f"{len(body.segments)} segments; at most {limits.max_segments} per request")
-    longest = max((len(s) for s in body.segments), default=0)
-    if longest > limits.max_chars:
-        raise HTTPException(413, f"a segment has {longest} characters; at most {limits.max_chars}")
-    try:
-        options = decode_options(
-            loaded.config.decode,
-            beam=body.beam,
-            alpha=body.alpha,
-            nbest=body.nbest,
-            sample=body.sample,
-            temperature=body.temperature,
-            top_k=body.top_k,
-            top_p=body.top_p,
-            seed=body.seed,
-            num_samples=body.num_samples,
-        )
+    """Translate `segments` with the checkpoint's decoding settings, or those given."""
+    loaded = served.loaded
+    _check_size(served.limits, body.segments)
+    with _unprocessable():
+        options = decode_options(loaded.config.decode, **body.given(DECODING))
+        check_for_model(served.model, options, body.greedy)
         encoded = encode_lines(loaded, body.segments)
-    except ValueError as exc:  # ConfigError too
-        raise HTTPException(422, str(exc)) from None
-    results = await _decode(served, request, encoded.sources, encoded.annotations, options)
+        prefixes = None
+        if body.prefixes is not None:
+            prefixes = encode_prefixes(loaded, body.prefixes, len(body.segments))
+            prefixes = checked_prefixes(encoded.sources, prefixes, options)
+    work = Work(encoded.sources, encoded.annotations, options, prefixes, body.greedy)
+    results = await _decode(served, request, work)
+    several = options.num_samples > 1 if options.sample else options.nbest > 1 and not body.greedy
     out: list[Translation | list[Translation]] = []
     for found in render(loaded, body.segments, results):
         rows = [Translation(text=o.text, score=o.score) for o in found]
-        out.append(rows if body.outputs() > 1 else rows[0])
+        out.append(rows if several else rows[0])
     return TranslateResponse(translations=out)
 
 
-@router.post("/attention", response_model=AttentionResponse, dependencies=Protected)
-async def attention(body: AttentionRequest, request: Request, served: Service) -> AttentionResponse:
-    limits, loaded = served.limits, served.loaded
-    if len(body.segment) > limits.max_chars:
-        raise HTTPException(
-            413, f"the segment has {len(body.segment)} characters; at most {limits.max_chars}"
-        )
+@router.post("/attention", response_model=AttentionResponse | Attention, dependencies=Protected)
+async def attention(
+    body: AttentionRequest, request: Request, served: Service
+) -> AttentionResponse | Attention:
+    """Translate `segments` as /translate does (beam search, the same settings) and give each
+    translation's cross-attention; the earlier `segment` gets its one Attention alone."""
     from ..attention_plot import check_plottable
 
-    try:
+    loaded, texts = served.loaded, body.texts()
+    _check_size(served.limits, texts)
+    with _unprocessable():
         check_plottable(loaded.model)
-        encoded = encode_lines(loaded, [body.segment])
-        sources, annotations = encoded.sources, encoded.annotations
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    greedy = loaded.config.decode.model_copy(update={"beam": 1, "nbest": 1})
-    hyps = await _decode(served, request, sources, annotations, greedy)
-    target = hyps[0][0].tokens if hyps[0] else []
-    weights = await served.batcher.thread.call(
-        lambda: _cross_attention(loaded, sources[0], target, annotations)
-    )
-    return AttentionResponse(
-        source=[loaded.src_vocab.token(i) for i in sources[0]] + ["</s>"],
-        target=[loaded.tgt_vocab.token(i) for i in target] + ["</s>"],
-        weights=weights,
-    )
+        options = decode_options(loaded.config.decode, **body.given(SEARCH), nbest=1)
+        encoded = encode_lines(loaded, texts)
+    work = Work(encoded.sources, encoded.annotations, options)
+    results = await _decode(served, request, work)
+    shown = render(loaded, texts, results)
+    maps = [
+        await served.batcher.thread.call(lambda i=i: _attention(loaded, work, i, results[i]))
+        for i in range(len(texts))
+    ]
+    found = [Attention(text=out[0].text, **found) for out, found in zip(shown, maps, strict=True)]
+    return found[0] if body.segment is not None else AttentionResponse(attentions=found)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -142,18 +141,37 @@ def page() -> str:
     return PAGE.read_text(encoding="utf-8")
 
 
-async def _decode(
-    served: Served,
-    request: Request,
-    sources: list[list[int]],
-    annotations: list[SourceAnnotation] | None,
-    options: DecodeConfig,
-) -> list[list[Hypothesis]]:
+def _check_size(limits: Limits, segments: list[str]) -> None:
+    """413 for more segments, or a longer one, than the limits allow."""
+    if len(segments) > limits.max_segments:
+        raise HTTPException(413, f"{len(segments)} segments; at most {limits.max_segments} per request")
+    longest = max((len(s) for s in segments), default=0)
+    if longest > limits.max_chars:
+        raise HTTPException(413, f"a segment has {longest} characters; at most {limits.max_chars}")
+
+
+@contextlib.contextmanager
+def _unprocessable() -> Iterator[None]:
+    """422 for a request the model cannot decode: an OptionsError names the JSON fields at fault
+    (as the body's own validation errors do), another ValueError says what is wrong."""
+    try:
+        yield
+    except OptionsError as exc:
+        errors = [
+            {"loc": ["body", field] if field else ["body"], "msg": message, "type": "value_error"}
+            for field, message in exc.messages()
+        ]
+        raise HTTPException(422, errors) from None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+async def _decode(served: Served, request: Request, work: Work) -> list[list[Hypothesis]]:
     """The hypotheses per source, decoded in turn with other requests: 413 over the work limits,
     503 when the queue is full, the client left or the request timed out, 500 if decoding failed."""
     try:
-        check_work(served.limits, sources, breadth(options))
-        job = served.batcher.submit(sources, annotations, options)
+        check_work(served.limits, work.sources, breadth(work.options))
+        job = served.batcher.submit(work)
     except OverBudget as exc:
         raise HTTPException(413, str(exc)) from None
     except Overloaded as exc:
@@ -166,12 +184,22 @@ async def _decode(
         raise HTTPException(500, str(exc)) from None
 
 
-def _cross_attention(
-    loaded: LoadedModel, src: list[int], tgt: list[int], annotations: list[SourceAnnotation] | None
-) -> list[list[float]]:
+def _attention(loaded: LoadedModel, work: Work, i: int, hyps: list[Hypothesis]) -> dict[str, list]:
+    """Segment i's best hypothesis with the last decoder layer's cross-attention over its source,
+    mean over heads (nothing for an empty segment)."""
     from ..attention_plot import Example, collect_attention
     from ..data.batching import annotation_tensors
 
-    extra = annotation_tensors(annotations, len(src) + 1) if annotations is not None else {}
+    src = work.sources[i]
+    if not src:
+        return {"source": [], "target": [], "weights": []}
+    tgt = hyps[0].tokens if hyps else []
+    extra = {}
+    if work.annotations is not None:
+        extra = annotation_tensors([work.annotations[i]], len(src) + 1)
     cross = collect_attention(loaded.model, Example(src, tgt, extra))["cross"][-1]  # (heads, n + 1, m + 1)
-    return cross.mean(0).tolist()
+    return {
+        "source": [loaded.src_vocab.token(t) for t in src] + ["</s>"],
+        "target": [loaded.tgt_vocab.token(t) for t in tgt] + ["</s>"],
+        "weights": cross.mean(0).tolist(),
+    }

@@ -44,21 +44,29 @@ class DecodeFailed(Exception):
 
 
 @dataclass(eq=False)
-class Job:
-    """One request's segments; `pending` holds those not yet given to a decode call."""
+class Work:
+    """What a request asks to have decoded: its segments in the model's input format, and how."""
 
     sources: list[list[int]]
     annotations: list[SourceAnnotation] | None
     options: DecodeConfig
-    future: asyncio.Future[list[list[Hypothesis]]]
-    arrived: float = field(default_factory=time.monotonic)
+    prefixes: list[list[int]] | None = None  # per segment, target ids its outputs start with
+    greedy: bool = False  # greedy search instead of beam search
+
+
+@dataclass(eq=False)
+class Job(Work):
+    """A request's work in the queue; `pending` holds the segments not yet given to a decode call."""
+
+    future: asyncio.Future[list[list[Hypothesis]]] = field(kw_only=True)
+    arrived: float = field(default_factory=time.monotonic, kw_only=True)
     key: str = field(init=False)  # requests batch together only with the same search options
     pending: deque[int] = field(init=False)
     results: list[list[Hypothesis]] = field(init=False)
     unfinished: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.key = self.options.model_dump_json()
+        self.key = self.options.model_dump_json() + ("greedy" if self.greedy else "")
         self.pending = deque(i for i, s in enumerate(self.sources) if s)
         self.results = [[] for _ in self.sources]
         self.unfinished = len(self.pending)
@@ -134,12 +142,11 @@ class Batcher:
     def queued_work(self) -> int:
         return sum(job.queued_work() for job in self.line)
 
-    def submit(
-        self, sources: list[list[int]], annotations: list[SourceAnnotation] | None, options: DecodeConfig
-    ) -> Job:
+    def submit(self, work: Work) -> Job:
         """Queue a request; its future gets the hypotheses per segment. Overloaded if the queue
         would hold more than `max_queued_tokens`."""
-        job = Job(sources, annotations, options, asyncio.get_running_loop().create_future())
+        future = asyncio.get_running_loop().create_future()
+        job = Job(work.sources, work.annotations, work.options, work.prefixes, work.greedy, future=future)
         if not job.pending:
             job.future.set_result(job.results)
             return job
@@ -214,9 +221,11 @@ class Batcher:
         first = batch[0][0]
         sources = [job.sources[i] for job, taken in batch for i in taken]
         numbers = [i for _, taken in batch for i in taken]  # sampling seeds follow a segment's number
-        annotations = None
+        annotations = prefixes = None
         if first.annotations is not None:  # all or none: they come with the model's input format
             annotations = [job.annotations[i] for job, taken in batch for i in taken]  # type: ignore[index]
+        if any(job.prefixes is not None for job, _ in batch):
+            prefixes = [job.prefixes[i] if job.prefixes else [] for job, taken in batch for i in taken]
         self.batches += 1
         # One budget: the call is already bounded by max_batch_tokens (tokens x beam), so the
         # checkpoint's decode.max_tokens must not split it again.
@@ -227,7 +236,9 @@ class Batcher:
                     self.model,
                     sources,
                     options,
+                    use_greedy=first.greedy,
                     annotations=annotations,
+                    prefixes=prefixes,
                     numbers=numbers,
                     shortlist=self.shortlist,
                 )
