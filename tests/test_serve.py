@@ -236,6 +236,28 @@ def test_attention_endpoint_shapes(served):
         assert len(row) == 4 and abs(sum(row) - 1.0) < 1e-4
 
 
+def test_attention_takes_segments_and_maps_the_translation_translate_gives(served):
+    server = served[0]
+    segments = ["1 2 3", "", "4 5 6 7"]
+    response = httpx.post(f"{server.url}/attention", json={"segments": segments}, timeout=60)
+    assert response.status_code == 200, response.text
+    maps = response.json()["attentions"]
+    translated = httpx.post(f"{server.url}/translate", json={"segments": segments}, timeout=60).json()
+    assert [m["text"] for m in maps] == [t["text"] for t in translated["translations"]]
+    assert maps[1] == {"text": "", "source": [], "target": [], "weights": []}
+    for segment, found in zip(segments, maps, strict=True):
+        if segment:
+            assert found["source"] == [*segment.split(), "</s>"]
+            assert found["target"] == [*found["text"].split(), "</s>"]  # rows: the output's tokens
+            assert [len(row) for row in found["weights"]] == [len(found["source"])] * len(found["target"])
+    one = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}, timeout=60).json()
+    assert {k: one[k] for k in ("text", "source", "target")} == {
+        k: maps[0][k] for k in ("text", "source", "target")
+    }
+    both = httpx.post(f"{server.url}/attention", json={"segments": ["1"], "segment": "1"})
+    assert both.status_code == 422 and "give" in both.text
+
+
 def test_api_key_is_required_when_set(checkpoint):
     server = Server(create_app(load_model(checkpoint), api_key="s3cret"))
     try:
@@ -307,11 +329,28 @@ def test_demo_page_in_headless_chromium(served):
             text = page.inner_text("#output")
             rows = page.locator("table.heat tbody tr").count()
             columns = page.locator("table.heat thead th").count()
+            # two lines: two segments, two outputs, two maps (the tiny model's beam output of the second
+            # is empty, its greedy output, which the page used to map, 50 tokens)
+            page.fill("#source", "1 2 3\n4 5 6 7")
+            page.click("#translate")
+            page.wait_for_function("document.querySelectorAll('table.heat').length == 2", timeout=30000)
+            lines = [page.inner_text(f"#output div:nth-child({i})") for i in (1, 2)]
+            captions = page.locator("figcaption").all_inner_texts()
+            tables = page.locator("table.heat")
+            row_labels = [tables.nth(i).locator("tbody th").all_inner_texts() for i in (0, 1)]
+            page.fill("#source", "")  # cleared: no stale output or map
+            cleared = page.locator("table.heat").count(), page.inner_text("#output")
         finally:
             browser.close()
     assert text == expected(loaded, ["1 2 3"])[0][0]
     attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
     assert rows == len(attention["target"]) and columns == 4 + 1  # 3 tokens + EOS, + corner cell
+    want = [w[0] for w in expected(loaded, ["1 2 3", "4 5 6 7"])]
+    assert lines == want
+    for line, (shown, caption, labels) in enumerate(zip(lines, captions, row_labels, strict=True), 1):
+        assert caption == f'line {line}: attention while writing "{shown}"'
+        assert labels == [*shown.split(), "</s>"]  # the map's rows are the output shown
+    assert cleared == (0, "")
 
 
 def test_serving_with_a_shortlist_equals_decoding_with_it(checkpoint, tmp_path):
