@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -168,12 +169,59 @@ def test_more_queued_work_than_max_queued_tokens_is_503(loaded, calls):
         ("--port", "70000", "--port must be in 0..65535"),
         ("--threads", "0", "--threads must be a positive integer"),
         ("--graceful-seconds", "-1", "--graceful-seconds must be a number >= 0"),
+        ("--receive-timeout", "0", "--receive-timeout must be a positive number of seconds"),
+        ("--receive-timeout", "inf", "--receive-timeout must be a positive number of seconds"),
     ],
 )
 def test_serve_refuses_bad_limits_at_start_with_one_error_line(tmp_path, option, value, says):
     result = CliRunner().invoke(cli, ["serve", str(tmp_path / "no-such-run"), option, value])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {says}") and result.output.count("\n") == 1, result.output
+
+
+def slow_connection(port: int, first: bytes, trickle: bool, seconds: float) -> float:
+    """Open a connection, send `first`, then (with `trickle`) one more byte every 0.1 s: the
+    seconds until the server closed it, or `seconds` if it never did."""
+    begin = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(first)
+        sock.settimeout(0.1)
+        while time.monotonic() - begin < seconds:
+            try:
+                if sock.recv(4096) == b"":
+                    break
+            except TimeoutError:
+                pass
+            except ConnectionError:
+                break
+            try:
+                if trickle:
+                    sock.sendall(b"1")
+            except ConnectionError:
+                break
+        return min(time.monotonic() - begin, seconds)
+
+
+SLOW = {  # what a slow client sends first; then a byte at a time
+    "headers": (b"POST /translate HTTP/1.1\r\nHost: x\r\nX-Slow: ", True),
+    "body": (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{", True),
+    "nothing": (b"", False),
+}
+
+
+def test_slow_connections_are_closed_after_the_receive_timeout(loaded):
+    """20 connections fed a byte at a time (headers or body) and 2 that send nothing are all
+    closed about --receive-timeout after they opened, while other clients are answered; the
+    time to decode and answer is not bounded by it."""
+    with Server(create_app(loaded), receive_timeout=1.0) as server:
+        kinds = [*["headers", "body"] * 10, "nothing", "nothing"]
+        with ThreadPoolExecutor(len(kinds)) as pool:
+            open_for = pool.map(lambda kind: slow_connection(server.port, *SLOW[kind], seconds=8.0), kinds)
+            time.sleep(0.5)
+            answered = httpx.post(f"{server.url}/translate", json={"segments": ["1 2 3"] * 8}, timeout=30)
+            open_for = list(open_for)
+    assert answered.status_code == 200, answered.text
+    assert all(0.9 < t < 2.5 for t in open_for), dict(zip(kinds, open_for, strict=True))
 
 
 @pytest.fixture
