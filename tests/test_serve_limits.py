@@ -91,6 +91,30 @@ def test_a_small_request_takes_its_turn_between_the_calls_of_a_large_one(loaded,
     assert reply.json()["translations"][0]["text"] == texts(loaded, [small], small_beam)[0]
 
 
+def test_a_small_request_is_decoded_beside_a_long_call_not_after_it(loaded):
+    """One segment held to 1000 output tokens is one call of seconds that cannot be split; a
+    small request sent meanwhile is answered while it still runs, the two taking turns between
+    decoding steps."""
+    app = create_app(loaded)
+    with Server(app) as server:
+        url = f"{server.url}/translate"
+        long_result: list = []
+        long_body = {"segments": ["1 2 3 4 5"], "beam": 4, "min_len": 1000, "max_len_b": 1000}
+        began = time.monotonic()
+        long = post_in_background(url, long_body, long_result, timeout=120)
+        wait_until(lambda: app.state.batcher.batches == 1)
+        time.sleep(0.3)  # the long call is under way
+        small = httpx.post(url, json={"segments": ["7 7"], "beam": 1, "max_len_b": 2}, timeout=120)
+        small_answered = time.monotonic() - began
+        long_still_running = long.is_alive()
+        long.join(timeout=120)
+        long_took = time.monotonic() - began
+    assert small.status_code == 200 and long_result[0].status_code == 200
+    assert long_still_running and small_answered < long_took / 2, (small_answered, long_took)
+    assert len(long_result[0].json()["translations"][0]["text"].split()) == 1000
+    assert app.state.batcher.turns.handovers > 0
+
+
 def test_requests_over_their_budget_are_413_and_at_it_are_decoded(loaded):
     limits = Limits(max_batch_tokens=12, max_request_tokens=24)
     with Server(create_app(loaded, limits)) as server:

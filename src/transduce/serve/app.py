@@ -42,7 +42,7 @@ def create_app(
         worker = asyncio.create_task(batcher.run())
         yield
         worker.cancel()
-        batcher.thread.stop()
+        batcher.stop()
 
     # No /docs or /redoc: their pages load scripts from a CDN, so they break offline; /openapi.json stays.
     app = FastAPI(

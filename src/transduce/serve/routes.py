@@ -19,9 +19,10 @@ from ..decode.search import Hypothesis
 from ..decode.translate import checked_prefixes
 from ..store.load import LoadedModel
 from .auth import require_key
+from .jobs import Work
 from .limits import Limits, OverBudget, breadth, check_work
 from .middleware import StrictJsonRoute
-from .scheduler import Batcher, DecodeFailed, Overloaded, Unfinished, Work, wait_for
+from .scheduler import Batcher, DecodeFailed, Overloaded, Unfinished, wait_for
 from .schema import (
     DECODING,
     SEARCH,
@@ -129,7 +130,7 @@ async def attention(
     results = await _decode(served, request, work)
     shown = render(loaded, texts, results)
     maps = [
-        await served.batcher.thread.call(lambda i=i: _attention(loaded, work, i, results[i]))
+        await served.batcher.exclusive(lambda i=i: _attention(loaded, work, i, results[i]))
         for i in range(len(texts))
     ]
     found = [Attention(text=out[0].text, **found) for out, found in zip(shown, maps, strict=True)]

@@ -1,34 +1,30 @@
-"""The scheduler: requests queued as jobs, decoded in bounded calls that take turns on one thread.
+"""The scheduler: requests queued as jobs, decoded in bounded calls that take turns.
 
-Plain asyncio and threading, no web framework: the routes submit a job, then wait for it with
-`wait_for`, which gives up on a client gone or a deadline passed; what that means in HTTP is the
-routes' business.
+Plain asyncio, no web framework: the routes submit a job, then wait for it with `wait_for`, which
+gives up on a client gone or a deadline passed; what that means in HTTP is the routes' business.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from torch import nn
 
-from ..config import DecodeConfig
-from ..data.source import SourceAnnotation
 from ..decode.search import Hypothesis
 from ..decode.shortlist import Shortlist
 from ..decode.translate import decode_all
-from .limits import Limits, breadth, segment_work
+from .jobs import Job, Work
+from .limits import Limits
+from .turns import DecodeThreads, Turns
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often a waiting request checks for its client gone or its time up
+CALLS_AT_ONCE = 4  # decode calls in progress at once, taking turns between steps (turns.py)
 
 
 class Overloaded(Exception):
@@ -43,98 +39,29 @@ class DecodeFailed(Exception):
     """Decoding a job's segments raised; the message says what."""
 
 
-@dataclass(eq=False)
-class Work:
-    """What a request asks to have decoded: its segments in the model's input format, and how."""
-
-    sources: list[list[int]]
-    annotations: list[SourceAnnotation] | None
-    options: DecodeConfig
-    prefixes: list[list[int]] | None = None  # per segment, target ids its outputs start with
-    greedy: bool = False  # greedy search instead of beam search
-
-
-@dataclass(eq=False)
-class Job(Work):
-    """A request's work in the queue; `pending` holds the segments not yet given to a decode call."""
-
-    future: asyncio.Future[list[list[Hypothesis]]] = field(kw_only=True)
-    arrived: float = field(default_factory=time.monotonic, kw_only=True)
-    key: str = field(init=False)  # requests batch together only with the same search options
-    pending: deque[int] = field(init=False)
-    results: list[list[Hypothesis]] = field(init=False)
-    unfinished: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = self.options.model_dump_json() + ("greedy" if self.greedy else "")
-        self.pending = deque(i for i, s in enumerate(self.sources) if s)
-        self.results = [[] for _ in self.sources]
-        self.unfinished = len(self.pending)
-
-    def work(self, i: int) -> int:
-        return segment_work(self.sources[i], breadth(self.options))
-
-    def queued_work(self) -> int:
-        return sum(self.work(i) for i in self.pending)
-
-    def finish(self, taken: list[int], hyps: list[list[Hypothesis]]) -> None:
-        for i, h in zip(taken, hyps, strict=True):
-            self.results[i] = h
-        self.unfinished -= len(taken)
-        if self.unfinished == 0 and not self.future.done():
-            self.future.set_result(self.results)
-
-
-class DecodeThread:
-    """Runs decode calls one at a time on a daemon thread.
-
-    Not a ThreadPoolExecutor: the interpreter joins those threads at exit, so a long decode kept
-    a stopped server's process alive until it ended (over 100 s after SIGTERM). A daemon thread
-    is abandoned at exit instead, which bounds shutdown by uvicorn's graceful timeout."""
-
-    def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="decode", daemon=True)
-        self._thread.start()
-
-    async def call(self, fn: Callable[[], T]) -> T:
-        future: Future[T] = Future()
-        self._calls.put((fn, future))
-        return await asyncio.wrap_future(future)
-
-    def stop(self) -> None:
-        """The thread ends after the call in progress, without anyone waiting for it."""
-        self._calls.put(None)
-
-    def _serve(self) -> None:
-        while (item := self._calls.get()) is not None:
-            fn, future = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:  # handed to the waiting request, not lost
-                    future.set_exception(exc)
-
-
 Batch = list[tuple[Job, list[int]]]  # per job, the numbers of its segments in one call
 
 
 class Batcher:
-    """Decodes requests on one thread in bounded calls that take turns between requests.
+    """Decodes requests in bounded calls that take turns between requests and between steps.
 
     A call holds at most `max_batch_tokens` of work: segments of requests with the same search
-    options, one segment per request per round, starting with the request whose turn it is.
-    The requests served by a call go to the back of the line when it ends, so a request arriving
-    behind a large one waits for the call in progress and one call per request ahead of it, not
-    for the whole large request. A failed call is retried per request, so only a failing
-    request fails.
+    options, one segment per request per round, starting with the request whose turn it is; a
+    request has at most one call in progress. Up to CALLS_AT_ONCE calls are in progress at once,
+    each on its own thread, taking turns on the model between decoding steps (turns.py), so a
+    request arriving behind a large one is decoded beside it at once instead of waiting for the
+    call in progress, whose single segments can take seconds. A request served by a call goes
+    to the back of the line when it ends. A failed call is retried per request, so only a
+    failing request fails.
     """
 
     def __init__(self, model: nn.Module, limits: Limits, shortlist: Shortlist | None = None) -> None:
         self.model, self.limits, self.shortlist = model, limits, shortlist
         self.line: deque[Job] = deque()  # requests with segments still to decode, in turn order
         self.changed = asyncio.Event()
-        self.thread = DecodeThread()
+        self.threads = DecodeThreads(CALLS_AT_ONCE)
+        self.turns = Turns()
+        self.running: set[asyncio.Task[None]] = set()  # calls in progress
         self.batches = 0  # decode calls made, for tests and /info
         self.segments = 0  # segments decoded
         self.dropped = 0  # requests given up (client gone, time up) with work left
@@ -167,19 +94,54 @@ class Batcher:
             self.dropped += 1
 
     async def run(self) -> None:
-        while True:
-            batch = await self._next_batch()
+        """Start calls as work arrives and room allows, until cancelled."""
+        hooks = self.turns.install(self.model)
+        try:
+            while True:
+                batch = await self._next_batch()
+                for job, _ in batch:
+                    job.busy = True
+                call = asyncio.create_task(self._call(batch))
+                self.running.add(call)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            for call in self.running:
+                call.cancel()
+
+    def stop(self) -> None:
+        """The decode threads end after their calls in progress, without anyone waiting for them."""
+        self.threads.stop()
+
+    async def exclusive(self, fn: Callable[[], T]) -> T:
+        """`fn()` on a decode thread, with no decode call running meanwhile (it holds the turn
+        without handing it over): for work that records the model's attention."""
+
+        def alone() -> T:
+            with self.turns.turn(exclusive=True):
+                return fn()
+
+        return await self.threads.call(alone)
+
+    async def _call(self, batch: Batch) -> None:
+        try:
             await self._decode(batch)
+        finally:
+            self.running.discard(asyncio.current_task())  # type: ignore[arg-type]
+            for job, _ in batch:
+                job.busy = False
             self._to_back([job for job, _ in batch])
+            self.changed.set()
 
     async def _next_batch(self) -> Batch:
-        """Wait for work; with batching, the request at the head waits up to max_wait_ms from
-        its arrival for others with its options, unless a call's worth is already queued."""
+        """Wait for work and room for a call; with batching, the first request in line with no
+        call in progress waits up to max_wait_ms from its arrival for others with its options,
+        unless a call's worth is already queued."""
         while True:
             self.changed.clear()
             wait = None
-            if self.line:
-                head = self.line[0]
+            head = next((job for job in self.line if not job.busy), None)
+            if head is not None and len(self.running) < CALLS_AT_ONCE:
                 wait = head.arrived + self.limits.max_wait_ms / 1000 - time.monotonic()
                 if (
                     not self.limits.batching
@@ -190,13 +152,17 @@ class Batcher:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), wait)
 
+    def _like(self, head: Job) -> list[Job]:
+        """The requests that may share a call with `head`: same options, no call in progress."""
+        return [job for job in self.line if job.key == head.key and not job.busy]
+
     def _work_like(self, head: Job) -> int:
-        return sum(job.queued_work() for job in self.line if job.key == head.key)
+        return sum(job.queued_work() for job in self._like(head))
 
     def _take(self, head: Job) -> Batch:
         """Segments for one call, round-robin over the requests like `head` (itself first),
         within max_batch_tokens; the head's first segment is taken whatever its size."""
-        jobs = [job for job in self.line if job.key == head.key] if self.limits.batching else [head]
+        jobs = self._like(head) if self.limits.batching else [head]
         taken: dict[Job, list[int]] = {}
         room = self.limits.max_batch_tokens
         took = True
@@ -230,9 +196,10 @@ class Batcher:
         # One budget: the call is already bounded by max_batch_tokens (tokens x beam), so the
         # checkpoint's decode.max_tokens must not split it again.
         options = first.options.model_copy(update={"max_tokens": self.limits.max_batch_tokens})
-        try:
-            results = await self.thread.call(
-                lambda: decode_all(
+
+        def call() -> list[list[Hypothesis]]:
+            with self.turns.turn():
+                return decode_all(
                     self.model,
                     sources,
                     options,
@@ -242,7 +209,9 @@ class Batcher:
                     numbers=numbers,
                     shortlist=self.shortlist,
                 )
-            )
+
+        try:
+            results = await self.threads.call(call)
         except Exception as exc:  # a bad batch never takes the server or other requests down
             if len(batch) > 1:
                 for part in batch:
