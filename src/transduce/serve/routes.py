@@ -91,7 +91,10 @@ def info(served: Service) -> dict:
 
 @router.post("/translate", response_model=TranslateResponse, dependencies=Protected)
 async def translate(body: TranslateRequest, request: Request, served: Service) -> TranslateResponse:
-    """Translate `segments` with the checkpoint's decoding settings, or those given."""
+    """Translate `segments`, each on its own, with the checkpoint's decoding settings or those given
+    (the fields of `translate`'s options, with DecodeConfig's bounds). Answers one translation per
+    segment in input order, or a list of them when nbest or num_samples > 1. A setting the chosen
+    decoding would ignore (temperature without sample, nbest > 1 with it) is a 422 naming it."""
     loaded = served.loaded
     _check_size(served.limits, body.segments)
     with _unprocessable():
@@ -116,8 +119,10 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
 async def attention(
     body: AttentionRequest, request: Request, served: Service
 ) -> AttentionResponse | Attention:
-    """Translate `segments` as /translate does (beam search, the same settings) and give each
-    translation's cross-attention; the earlier `segment` gets its one Attention alone."""
+    """Translate `segments` as /translate does with the same search settings, and give per segment
+    the translation and the last decoder layer's cross-attention while writing it (rows: its
+    tokens and EOS; columns: the source's). The earlier form, one `segment`, is answered with one
+    such object instead of a list."""
     from ..attention_plot import check_plottable
 
     loaded, texts = served.loaded, body.texts()
