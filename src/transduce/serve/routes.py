@@ -129,7 +129,7 @@ async def attention(
     _check_size(served.limits, texts)
     with _unprocessable():
         check_plottable(loaded.model)
-        options = decode_options(loaded.config.decode, **body.given(SEARCH), nbest=1)
+        options = decode_options(loaded.config.decode, **body.given(SEARCH), nbest=1, sample=False)
         encoded = encode_lines(loaded, texts)
     work = Work(encoded.sources, encoded.annotations, options)
     results = await _decode(served, request, work)

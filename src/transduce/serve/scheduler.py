@@ -106,7 +106,7 @@ class Batcher:
         finally:
             for hook in hooks:
                 hook.remove()
-            for call in self.running:
+            for call in list(self.running):
                 call.cancel()
 
     def stop(self) -> None:
