@@ -110,8 +110,7 @@ def check_for_model(model: nn.Module, options: DecodeConfig, use_greedy: bool = 
             [
                 (
                     "sample",
-                    "sampling ({sample}) does not apply to a classifier: it gives each input its most "
-                    "probable labels",
+                    "sampling does not apply to a classifier: it gives each input its most probable labels",
                 )
             ]
         )
