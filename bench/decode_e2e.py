@@ -51,7 +51,8 @@ from decode import HERE, PEERS, Peers, ensure_peers
 from results import cpu_name, write_section
 
 from transduce.data.corpus import read_lines
-from transduce.decode.pipeline import decode_options, output_rows, translate_lines
+from transduce.decode.options import decode_options
+from transduce.decode.pipeline import output_rows, translate_lines
 from transduce.decode.shortlist import Shortlist
 from transduce.interop.ctranslate2 import ExportError, export_ctranslate2
 from transduce.interop.marian import MarianError, export_marian

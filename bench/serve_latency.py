@@ -1,11 +1,13 @@
 """Latency of small requests to `transduce serve` while a maximal request is being decoded.
 
     python bench/serve_latency.py                          # this tree's server, 60 s
+    python bench/serve_latency.py --large long             # 64 x 511 symbols at beam 1
     git archive bd40525 src | tar -x -C /tmp/before        # the server before turn-taking
     python bench/serve_latency.py --compare-src /tmp/before/src
 
-One client sends the largest request the default limits admit (64 segments of 127 symbols at
-the model's beam 4: 32768 source tokens x beam, --max-request-tokens) again and again; meanwhile
+One client sends the largest request the default limits admit again and again (--large beam4:
+64 segments of 127 symbols at the model's beam 4; long: 64 segments of 511 symbols at beam 1;
+either 32768 source tokens x beam, --max-request-tokens); meanwhile
 a few closed-loop clients each send one 8-16 symbol segment with the default options (so they
 can share decode calls with the large request) and wait for the answer. Records p50/p99 of
 the small requests, with the same small requests on an idle server for reference, into
@@ -28,7 +30,11 @@ import httpx
 from results import write_section
 from serve_load import OUT, free_port, model_dir, start_server
 
-LARGE = {"segments": [" ".join(str(i % 10) for i in range(127))] * 64}
+LARGE = {
+    "beam4": {"segments": [" ".join(str(i % 10) for i in range(127))] * 64},
+    "long": {"segments": [" ".join(str(i % 10) for i in range(511))] * 64, "beam": 1},
+}
+DESCRIBED = {"beam4": "64 segments x 127 symbols at beam 4", "long": "64 segments x 511 symbols at beam 1"}
 
 
 async def small_client(
@@ -46,25 +52,27 @@ async def small_client(
                 errors.append(f"{r.status_code} {r.text[:80]}")
 
 
-async def large_client(url: str, stop: asyncio.Event, durations: list[float], errors: list[str]) -> None:
+async def large_client(
+    url: str, body: dict, stop: asyncio.Event, durations: list[float], errors: list[str]
+) -> None:
     async with httpx.AsyncClient(timeout=300) as http:
         while not stop.is_set():
             begin = time.monotonic()
-            r = await http.post(url, json=LARGE)
+            r = await http.post(url, json=body)
             if r.status_code == 200:
                 durations.append(time.monotonic() - begin)
             else:
                 errors.append(f"large: {r.status_code} {r.text[:80]}")
 
 
-async def load(url: str, clients: int, seconds: float, with_large: bool) -> dict:
+async def load(url: str, clients: int, seconds: float, large_body: dict | None) -> dict:
     stop = asyncio.Event()
     small: list[float] = []
     large: list[float] = []
     errors: list[str] = []
     tasks = [asyncio.create_task(small_client(url, stop, i, small, errors)) for i in range(clients)]
-    if with_large:
-        tasks.append(asyncio.create_task(large_client(url, stop, large, errors)))
+    if large_body is not None:
+        tasks.append(asyncio.create_task(large_client(url, large_body, stop, large, errors)))
         await asyncio.sleep(1.0)  # the large request is being decoded before small ones count
         small.clear()
     await asyncio.sleep(seconds)
@@ -81,14 +89,14 @@ async def load(url: str, clients: int, seconds: float, with_large: bool) -> dict
     }
 
 
-def measure(src: str | None, clients: int, seconds: float, threads: int) -> list[dict]:
+def measure(src: str | None, clients: int, seconds: float, threads: int, large: str) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=src) if src else None
     port = free_port()
     proc = start_server(model_dir(), port, True, threads, env)
     url = f"http://127.0.0.1:{port}/translate"
     try:
-        idle = asyncio.run(load(url, clients, min(seconds, 10.0), with_large=False))
-        busy = asyncio.run(load(url, clients, seconds, with_large=True))
+        idle = asyncio.run(load(url, clients, min(seconds, 10.0), None))
+        busy = asyncio.run(load(url, clients, seconds, LARGE[large]))
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -98,7 +106,7 @@ def measure(src: str | None, clients: int, seconds: float, threads: int) -> list
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     command = f"python bench/serve_latency.py --clients {args.clients} --seconds {args.seconds}"
-    command += f" --threads {args.threads}" + (
+    command += f" --threads {args.threads} --large {args.large}" + (
         f" --compare-src {args.compare_src}" if args.compare_src else ""
     )
     lines = [
@@ -108,7 +116,7 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared with other work); server: "
         f"`transduce serve` defaults with {args.threads} torch thread(s) on the `small` preset, beam 4. "
-        f"Large: 64 segments x 127 symbols (32768 source tokens x beam), sent back to back; small: "
+        f"Large: {DESCRIBED[args.large]} (32768 source tokens x beam), sent back to back; small: "
         f"{args.clients} closed-loop clients, one 8-16 symbol segment each.",
         "",
         "| server | load | small requests | errors | p50 ms | p99 ms | large requests | large s |",
@@ -120,7 +128,7 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
             f"| {r['server']} | {r['load']} | {r['small']} | {r['errors']} | {r['p50_ms']:.0f} | "
             f"{r['p99_ms']:.0f} | {r['large']} | {large_s} |"
         )
-    write_section("serving-latency", lines)
+    write_section("serving-latency" + ("" if args.large == "beam4" else f"-{args.large}"), lines)
 
 
 def main() -> None:
@@ -130,13 +138,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--large", choices=sorted(LARGE), default="beam4", help="the maximal request sent")
     parser.add_argument("--compare-src", help="also measure the server from this source tree (PYTHONPATH)")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
     if args.compare_src:
-        rows += measure(args.compare_src, args.clients, args.seconds, args.threads)
-    rows += measure(None, args.clients, args.seconds, args.threads)
+        rows += measure(args.compare_src, args.clients, args.seconds, args.threads, args.large)
+    rows += measure(None, args.clients, args.seconds, args.threads, args.large)
     for r in rows:
         print(r)
     write_results(rows, args)

@@ -182,6 +182,30 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "must not exceed",
     ),
     (
+        "--sample --nbest 2",
+        lambda r, t: ["translate", str(r), "--sample", "--nbest", "2"],
+        "--nbest applies to beam search; for several samples per input give --num-samples",
+    ),
+    (
+        "--sample --beam 4",
+        lambda r, t: ["translate", str(r), "--sample", "--beam", "4"],
+        "--beam applies to beam search, not to sampling (--sample)",
+    ),
+    *(
+        (
+            f"{option} without --sample",
+            lambda r, t, option=option, value=value: ["translate", str(r), option, value],
+            f"{option} applies only to sampling; give --sample too",
+        )
+        for option, value in (
+            ("--temperature", "2"),
+            ("--num-samples", "3"),
+            ("--top-k", "5"),
+            ("--top-p", "0.5"),
+            ("--seed", "1"),
+        )
+    ),
+    (
         "--max-src-len -2",
         lambda r, t: ["translate", str(r), "--max-src-len", "-2"],
         "--max-src-len must be >= 1",

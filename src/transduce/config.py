@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import tomllib
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 
 class ConfigError(ValueError):
@@ -341,12 +341,19 @@ class TrainConfig(_Section):
 class DecodeConfig(_Section):
     """Search and sampling settings (SPEC section 6)."""
 
-    beam: int = Field(4, ge=1, le=1000)
+    beam: int = Field(4, ge=1, le=1000, description="beam size; 1..1000")
     alpha: float = Field(0.6, ge=0.0, le=10.0, description="length penalty; 0..10")
     max_len_a: float = Field(1.0, ge=0.0, le=100.0, description="output length per source token; 0..100")
-    max_len_b: int = Field(50, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
-    min_len: int = Field(0, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
-    nbest: int = Field(1, ge=1)
+    max_len_b: int = Field(
+        50, ge=0, le=POSITIONS_MAX, description=f"output length beyond max_len_a's; 0..{POSITIONS_MAX}"
+    )
+    min_len: int = Field(
+        0,
+        ge=0,
+        le=POSITIONS_MAX,
+        description=f"minimum output length (EOS blocked before it); 0..{POSITIONS_MAX}",
+    )
+    nbest: int = Field(1, ge=1, description="outputs per input, best first; 1..beam")
     max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"1..{TOKENS_MAX}")
     # Sampling (decode/sampling.py) instead of search; beam, alpha and nbest do not apply to it.
     sample: bool = Field(False, description="draw outputs at random instead of searching for the best")
@@ -363,9 +370,11 @@ class DecodeConfig(_Section):
     num_samples: int = Field(1, ge=1, le=1000, description="samples per input; 1..1000")
 
     @model_validator(mode="after")
-    def _nbest_within_beam(self) -> DecodeConfig:
+    def _nbest_within_beam(self, info: ValidationInfo) -> DecodeConfig:
+        """Names the fields as the config does, or as the validation context's `name` does."""
         if self.nbest > self.beam:
-            raise ValueError(f"decode.nbest ({self.nbest}) must not exceed decode.beam ({self.beam})")
+            name = (info.context or {}).get("name", lambda field: f"decode.{field}")
+            raise ValueError(f"{name('nbest')} ({self.nbest}) must not exceed {name('beam')} ({self.beam})")
         return self
 
 

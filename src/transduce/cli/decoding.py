@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..choices import SPLITS
-from ..config import ConfigError, DecodeConfig
+from ..config import DecodeConfig
 from .common import (
     Advance,
     Alpha,
@@ -85,11 +85,16 @@ def _target_words(path: Path | None) -> Iterator[None]:
 
 
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
-    """The checkpoint's search settings with the given options overlaid."""
-    from ..decode.pipeline import decode_options
+    """The checkpoint's search settings with the given options overlaid, checked against the model
+    before any decoding; errors name the command-line options (`--top-k`)."""
+    from ..decode.options import OptionsError, check_for_model, decode_options
 
-    with user_errors(ConfigError):
-        return decode_options(loaded.config.decode, **given)
+    try:
+        options = decode_options(loaded.config.decode, **given)
+        check_for_model(loaded.model, options)
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    return options
 
 
 Prefix = Annotated[

@@ -63,6 +63,13 @@ def serve(
             "and the process exits, even mid-decode."
         ),
     ] = 10.0,
+    receive_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a client has to send a whole request (headers and body), from connecting or "
+            "from its first byte; a slower connection is closed."
+        ),
+    ] = 10.0,
     threads: Threads = None,
     quantize: Quantize = "none",
     device: Device = "auto",
@@ -76,7 +83,7 @@ def serve(
 
     with user_errors(ValueError):
         key = server_api_key(api_key)
-        listen = Listen(host, port, graceful_seconds)
+        listen = Listen(host, port, graceful_seconds, receive_timeout)
         limits = Limits.from_options(ctx.params)  # --max-segments to --batching, by name
         check_listen(listen)
     if not is_loopback(host) and key is None:

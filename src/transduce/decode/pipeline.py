@@ -3,11 +3,11 @@
 Three steps, each usable alone (the server schedules the middle one itself):
 `encode_lines` reads lines in the model's input format and truncates over-long ones,
 `decode_all` searches or samples, and `render` turns output ids into text (bracketed trees for
-parsers). `decode_options` overlays the caller's search and sampling settings on the
-checkpoint's, validated once. `output_rows` lays the outputs out as `translate` writes them
-(best only, or n-best rows). Wherever one loaded model goes, a list of them may go instead:
-`decoding_model` checks that they read and write the same vocabularies and decodes with their
-ensemble. `score_lines` is the same path for forced decoding of given targets.
+parsers); the search and sampling settings come from `options.decode_options`. `output_rows`
+lays the outputs out as `translate` writes them (best only, or n-best rows). Wherever one
+loaded model goes, a list of them may go instead: `decoding_model` checks that they read and
+write the same vocabularies and decodes with their ensemble. `score_lines` is the same path for
+forced decoding of given targets.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
 from torch import nn
 
-from ..config import ConfigError, DecodeConfig
+from ..config import DecodeConfig
 from ..data.source import SourceAnnotation
 from ..data.vocab import Vocab
 from ..parsing import output_trees
@@ -32,31 +30,6 @@ from .search import Hypothesis
 from .shortlist import Shortlist
 from .targets import encode_targets
 from .translate import decode_all
-
-# CLI option names of the search settings, for messages.
-OPTION = {name: "--" + name.replace("_", "-") for name in DecodeConfig.model_fields}
-
-
-def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
-    """`base` with the given (not None) settings overlaid; one-line ConfigError naming the option."""
-    values = base.model_dump()
-    values.update({k: v for k, v in given.items() if v is not None})
-    try:
-        return DecodeConfig.model_validate(values)
-    except ValidationError as exc:
-        problems = []
-        for e in exc.errors():
-            key = str(e["loc"][0]) if e["loc"] else ""
-            name = OPTION.get(key, key or "options")
-            field = DecodeConfig.model_fields.get(key)
-            allowed = f" ({field.description})" if field is not None and field.description else ""
-            problems.append(
-                str(e["msg"]).removeprefix("Value error, ")
-                if e["type"] == "value_error"
-                else f"{name}: {e['msg']}{allowed}"
-            )
-        raise ConfigError("; ".join(problems)) from None
-
 
 Loaded = LoadedModel | Sequence[LoadedModel]  # one model, or the members of an ensemble
 

@@ -12,6 +12,7 @@ from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
 from .classify import classify
+from .options import check_for_model
 from .sampling import sample, stream_seed
 from .search import (
     Hypothesis,
@@ -23,6 +24,20 @@ from .search import (
     model_kind,
 )
 from .shortlist import Shortlist, Shortlisted
+
+
+def checked_prefixes(
+    sources: Sequence[Sequence[int]], prefixes: Sequence[Sequence[int]], cfg: DecodeConfig
+) -> list[list[int]]:
+    """One prefix per source, each within its source's output length limit (ValueError naming
+    the input, numbered from 1, otherwise); none for empty sources, which are not decoded."""
+    if len(prefixes) != len(sources):
+        raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
+    limits = [max_output_length(len(s), cfg.max_len_a, cfg.max_len_b) for s in sources]
+    return [
+        check_prefix(p, limit, f"input {n}") if s else []
+        for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
+    ]
 
 
 def decode_all(
@@ -55,21 +70,10 @@ def decode_all(
     numbers = list(range(len(sources))) if numbers is None else list(numbers)
     if len(numbers) != len(sources):
         raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
-    if use_greedy and cfg.sample:
-        raise ValueError("greedy search and sampling exclude each other; choose one")
+    check_for_model(model, cfg, use_greedy)
     kind = model_kind(model)
-    if kind == "encoder" and cfg.sample:
-        raise ValueError(
-            "sampling does not apply to a classifier: it gives each input its most probable labels"
-        )
     if prefixes is not None:
-        if len(prefixes) != len(sources):
-            raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
-        limits = [max_output_length(len(s), cfg.max_len_a, cfg.max_len_b) for s in sources]
-        prefixes = [
-            check_prefix(p, limit, f"input {n}") if s else []
-            for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
-        ]
+        prefixes = checked_prefixes(sources, prefixes, cfg)
     if kind == "decoder":  # the prompt is forced first, then any prefix
         given = prefixes if prefixes is not None else [[] for _ in sources]
         prefixes = [[*s, *p] for s, p in zip(sources, given, strict=True)]
