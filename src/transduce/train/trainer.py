@@ -14,7 +14,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,9 @@ class Skipped(enum.Enum):
     OVERFLOW = "fp16 gradients overflowed at this loss scale"  # the scaler lowers it and goes on
 
 
-@dataclass
+@dataclass(slots=True)
 class TrainState:
-    """Counters saved with every checkpoint."""
+    """Counters saved with every checkpoint (slots: a misspelt field is an error, not a new one)."""
 
     step: int = 0
     bad_in_row: int = 0
@@ -236,7 +236,7 @@ class Trainer:
         trainer = {
             "optimizer": opt_scalars,
             "sampler": self.sampler.state_dict(),
-            "state": self.state.__dict__,
+            "state": asdict(self.state),
             "scaler": self.scaler.state_dict(),  # fp16's loss scale ({} when not scaling)
         }
         rng = {"rng.torch": torch.get_rng_state()}
@@ -271,7 +271,7 @@ class Trainer:
         best = self.state.best_step
         if best is not None and not (self.checkpoints / f"ckpt-{best:08d}").exists():
             self.warn(f"the best checkpoint (step {best}) is missing; the next validation chooses a new best")
-            self.state.best_loss = self.state.best_step = None
+            self.state.best_value = self.state.best_step = None
 
     # ----------------------------------------------------------------- steps
     def _autocast(self) -> contextlib.AbstractContextManager:
