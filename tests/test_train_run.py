@@ -1,9 +1,15 @@
 """The run directory over a training run's life: the best checkpoint, the automatic average, the
 progress display, why a run stopped, and a disk that fills while it saves."""
 
+import errno
 import io
 import json
+import os
+import resource
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -14,7 +20,7 @@ from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.fileio import written_by
-from transduce.store.checkpoint import load_checkpoint
+from transduce.store.checkpoint import load_checkpoint, step_checkpoints
 from transduce.train.progress import Limit, TrainingProgress, first_limit
 from transduce.train.run_dir import Keeping, Kept, stable_window
 from transduce.train.trainer import Trainer
@@ -234,3 +240,68 @@ def test_rerunning_a_finished_run_says_so_and_averages_nothing(tmp_path, monkeyp
     expected = f"{run} had already finished at step 4: train.steps=4 already reached; nothing to train"
     assert output.strip().splitlines() == [f"{expected} (raise it to go on)"], output
     assert (run / "averaged" / "config.json").stat().st_mtime_ns == written
+
+
+# ------------------------------------------------------------ a full disk
+
+
+def full_disk() -> None:
+    """In the child before it starts: no file may grow past 20 kB (the tiny model's weights are
+    90 kB), as on a disk that is full; the signal would kill it instead of failing the write."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+def test_a_full_disk_while_saving_is_one_error_line_and_the_earlier_checkpoint_is_intact(tmp_path):
+    """Every write of train.log fails too (it is /dev/full): one `error:` line naming the
+    checkpoint, no traceback, no second attempt at the save on the way out."""
+    run = train_tiny(tmp_path / "r", 2)
+    (run / "train.log").unlink()
+    (run / "train.log").symlink_to("/dev/full")
+    command = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "train",
+        "small",
+        *TINY,
+        "train.steps=4",
+        "train.save_every=2",
+    ]
+    result = subprocess.run(
+        [*command, "--run-dir", str(run), "--no-progress"],
+        capture_output=True,
+        text=True,
+        preexec_fn=full_disk,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot write {run / 'checkpoints' / 'ckpt-00000004'}: " in errors[0], (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr and "could not save" not in result.stderr
+    assert [p.name for p in step_checkpoints(run / "checkpoints")] == ["ckpt-00000002"]
+    assert load_checkpoint(run / "checkpoints" / "ckpt-00000002", with_trainer=True).meta.step == 2
+
+
+def test_run_logger_survives_a_full_disk(tmp_path, capsys, monkeypatch):
+    """train.log on /dev/full (every write: no space left on device) and TensorBoard files that
+    cannot be written: one warning for each, no error (the run's own error, if any, is the one)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from transduce.train.log import RunLogger
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(SummaryWriter, "add_scalar", full)
+    (tmp_path / "train.log").symlink_to("/dev/full")
+    logger = RunLogger(tmp_path, True)
+    for step in (1, 2):
+        logger.scalars(step, {"loss": 1.0})
+        logger.text("a line")
+    logger.close()
+    err = capsys.readouterr().err
+    assert err.count(f"warning: cannot write {tmp_path / 'train.log'}: No space left on device") == 1, err
+    assert err.count(f"warning: cannot write the TensorBoard files in {tmp_path / 'tb'}: No space") == 1, err
