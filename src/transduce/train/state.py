@@ -3,11 +3,13 @@ trainer.json), and the error that ends a run."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ..store.checkpoint import CheckpointError
+from .validation import improves
 
 
 class TrainingError(RuntimeError):
@@ -45,6 +47,15 @@ class TrainState:
         if unknown:
             raise CheckpointError(f"{where}: damaged training state (unknown {', '.join(sorted(unknown))})")
         return cls(**state)
+
+    def track_best(self, metric: str, value: float) -> bool:
+        """Count a validation's `value` of `metric` (train.best_metric): True if it is the best so
+        far (the step is then the best one), else one more validation since the best."""
+        if math.isfinite(value) and improves(metric, value, self.best_value):
+            self.best_value, self.best_step, self.stale = value, self.step, 0
+            return True
+        self.stale += 1
+        return False
 
     def forget_best(self) -> None:
         """No best yet: the next validation chooses one, whatever its value."""

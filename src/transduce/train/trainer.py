@@ -6,7 +6,6 @@ copied into typed settings when it is set up, as torchtune's recipes do."""
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -31,7 +30,7 @@ from .progress import TrainingProgress
 from .run_dir import RunDirectory
 from .state import TrainingError, TrainState
 from .step import OptimizerStep, Skipped, StepSettings, StepStats
-from .validation import dev_loss, greedy_outputs, improves
+from .validation import dev_loss, greedy_outputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,19 +388,10 @@ class Trainer:
             self.logger.scalars(self.state.step, {f"valid/{k}": v for k, v in metrics.items() if k != "step"})
             shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "step")
             progress.print(f"step {self.state.step}: {shown}")
-            improved = self._track_best(metrics)
+            metric = self.settings.best_metric
+            improved = self.state.track_best(metric, float(metrics[f"dev_{metric}"]))
         self.env.barrier()
         return improved
-
-    def _track_best(self, metrics: dict[str, Any]) -> bool:
-        """Update the best step by train.best_metric and the count of validations since it."""
-        metric = self.settings.best_metric
-        value = float(metrics[f"dev_{metric}"])
-        if math.isfinite(value) and improves(metric, value, self.state.best_value):
-            self.state.best_value, self.state.best_step, self.state.stale = value, self.state.step, 0
-            return True
-        self.state.stale += 1
-        return False
 
     # -------------------------------------------------------------- the end
     def _validate_weights(self, weights: dict[str, Tensor]) -> dict[str, Any]:
@@ -414,6 +404,8 @@ class Trainer:
             self.model.load_state_dict(trained)
 
     def _save_on_the_way_out(self, exc: BaseException) -> None:
+        """Save the steps no checkpoint holds yet before `exc` ends the run; not when saving is
+        what failed (a full disk would refuse it again, with a second error after the first)."""
         if not self.env.main or self.state.step <= self.saved_step or self.save_failed:
             return
         try:
