@@ -502,14 +502,6 @@ def test_written_files_follow_the_umask(tmp_path, mask):
     assert modes == dict.fromkeys(modes, oct(0o666 & ~mask))
 
 
-def test_train_with_average_last_names_the_average_it_wrote(tmp_path):
-    argv = train_args(tmp_path / "t", "train.steps=4", "train.save_every=2", "train.average_last=2")
-    result = CliRunner().invoke(app, argv)
-    assert result.exit_code == 0, result.output
-    assert f"the average of the last 2: {tmp_path / 't' / 'averaged'}" in result.output.replace("\n", "")
-    assert written_by(tmp_path / "t" / "averaged") == "average"
-
-
 def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
     run = train_tiny(tmp_path / "r", 2)
     before = snapshot(run / "checkpoints")

@@ -2,6 +2,7 @@
 run from its weights; mismatches are refused with one-line errors."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,50 @@ def test_vocab_from_a_symbol_vocabulary_encodes_with_it(tmp_path):
     got = [[t.tolist() for t in train.pair(i)] for i in range(len(train))]
     assert got == [[loaded.src_vocab.encode(t)] * 2 for t in lines["train"]]
     assert got[2][0] == [13, UNK, 4]  # "9 x 0": x is no symbol of the model's
+# Fine-tuning command lines that would do nothing or something else than asked: (id, the arguments
+# after `train RUN data.dataset=DOMAIN`, given the fixture and a fresh folder, and the error's fragment).
+REFUSED: list[tuple[str, Callable[[dict[str, Path], Path], list[object]], str]] = [
+    (
+        "--keep-step from a step already past train.steps",
+        lambda g, t: ["train.steps=3", "--init-from", g["run"], "--keep-step", "--run-dir", t / "r"],
+        "is at step 4, not below train.steps=3, so nothing would be trained",
+    ),
+    (
+        "--keep-step from a step equal to train.steps",
+        lambda g, t: ["train.steps=4", "--init-from", g["run"], "--keep-step", "--run-dir", t / "r"],
+        "is at step 4, not below train.steps=4",
+    ),
+    (
+        "--init-from into a run directory that holds checkpoints",
+        lambda g, t: ["--init-from", g["run"], "--run-dir", _with_checkpoints(g, t)],
+        "already holds checkpoints, and --init-from starts a new run; give a new --run-dir",
+    ),
+]
+
+
+def _with_checkpoints(general: dict[str, Path], tmp: Path) -> Path:
+    """A fine-tuning run of two steps on the domain data: a run directory with checkpoints."""
+    run = tmp / "tuned"
+    data = f"data.dataset={general['data']}"
+    cli(
+        "train",
+        general["run"],
+        data,
+        "train.steps=2",
+        "--init-from",
+        general["run"],
+        "--run-dir",
+        run,
+        "--no-progress",
+    )
+    return run
+
+
+@pytest.mark.parametrize(("build", "fragment"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_fine_tuning_that_would_do_nothing_or_else_is_refused(general, tmp_path, build, fragment):
+    args = build(general, tmp_path)
+    before = sorted(p.name for p in (tmp_path / "tuned" / "checkpoints").glob("*"))
+    error = cli_error("train", general["run"], f"data.dataset={general['data']}", *args, "--no-progress")
+    assert fragment in error
+    assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained, no folder named that is not there
+    assert sorted(p.name for p in (tmp_path / "tuned" / "checkpoints").glob("*")) == before

@@ -308,8 +308,9 @@ class TrainConfig(_Section):
         None,
         ge=1,
         le=COUNT_MAX,
-        description="at the end of training, write <run>/averaged, the mean of the last N "
-        f"checkpoints; none (off) or 1..{COUNT_MAX}, at most keep_last",
+        description="at the end of training, average the last N checkpoints past the warmup into "
+        "<run>/averaged, kept if it scores on dev at least as well as the best checkpoint; "
+        f"none (off) or 1..{COUNT_MAX}, at most keep_last",
     )
     max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
     log_every: int = Field(50, ge=1, le=COUNT_MAX)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -79,20 +80,31 @@ def train(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
         trainer = Trainer(cfg, run, env, show_progress=progress)
-        init = None
-        if init_from is not None:
-
-            def init() -> None:
-                trainer.init_from(init_from, keep_optimizer, keep_step)
-
+        init = None if init_from is None else partial(trainer.init_from, init_from, keep_optimizer, keep_step)
         metrics = trainer.fit(resume=resume, init=init)
     if env.main:
-        show_samples(trainer)
-        console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
-        if cfg.train.average_last is not None:
-            console.print(f"the average of the last {cfg.train.average_last}: {run / 'averaged'}")
-        if metrics:
-            console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+        report_end(trainer, run, metrics)
+
+
+def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:
+    """Why training stopped, with dev samples, what train.average_last did and the last scores;
+    or, for a run that had finished before, only that."""
+    outcome = trainer.outcome
+    assert outcome is not None
+    if outcome.already:
+        say(f"{run} had already finished at step {outcome.step}: {outcome.reason}")
+        return
+    show_samples(trainer)
+    say(f"finished at step {outcome.step} ({outcome.reason}); checkpoints in {run / 'checkpoints'}")
+    if outcome.average is not None:
+        say(outcome.average)
+    if metrics:
+        console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+
+def say(line: str) -> None:
+    """A line of the library's text on stderr, as it is (no markup, no wrapping inside paths)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -61,7 +61,8 @@ def run_directory(
     (not `resume`) where checkpoints already are is an OutputError: they would be mixed. So is a
     run directory in the `dataset` or in any other command's output (a dataset, a checkpoint):
     the run would write among its files, and writing that output again would delete the run;
-    and a fine-tuning run (`init_from`) inside the run it starts from."""
+    and a fine-tuning run (`init_from`) inside the run it starts from, or in a run directory
+    that already holds checkpoints (it would resume them and ignore `init_from`)."""
     run = given or Path("runs") / Path(config).stem
     if init_from is not None and run.resolve() in (init_from.resolve(), *init_from.resolve().parents):
         raise OutputError(f"the run directory {run} holds --init-from {init_from}; give a new --run-dir")
@@ -78,7 +79,13 @@ def run_directory(
     for folder in (run, run / "checkpoints"):
         if folder.exists() and not folder.is_dir():
             raise OutputError(f"{folder} is not a directory; give --run-dir a folder")
-    if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
+    holds_checkpoints = (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir())
+    if holds_checkpoints and init_from is not None:
+        raise OutputError(
+            f"{run} already holds checkpoints, and --init-from starts a new run; give a new --run-dir "
+            f"(or leave out --init-from to resume {run})"
+        )
+    if holds_checkpoints and not resume:
         raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
     return run
 
