@@ -90,6 +90,7 @@ class Embedding(nn.Module):
         self,
         vocab_size: int,
         d: int,
+        *,
         pad_id: int,
         dropout: float,
         positions: str = "sinusoidal",

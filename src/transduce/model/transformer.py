@@ -54,7 +54,7 @@ class OutputProjection(nn.Module):
     """logits = S W_o (+ b); W_o may be the (tied) target embedding matrix. The bias b is a
     fixed buffer, as Marian's `final_logits_bias` is: imported with the weights, never trained."""
 
-    def __init__(self, d: int, vocab_size: int, tied: nn.Parameter | None, bias: bool) -> None:
+    def __init__(self, d: int, vocab_size: int, *, tied: nn.Parameter | None, bias: bool) -> None:
         super().__init__()
         if tied is None:
             self.weight = nn.Parameter(torch.empty(vocab_size, d))
@@ -95,6 +95,7 @@ class EncoderDecoder(nn.Module):
 
     def __init__(
         self,
+        *,
         src_embed: Embedding,
         tgt_embed: Embedding,
         encoder: Stack,
@@ -179,7 +180,7 @@ class LanguageModel(nn.Module):
 
     kind = "decoder"
 
-    def __init__(self, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
+    def __init__(self, *, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
         super().__init__()
         self.embed, self.decoder, self.output, self.pad_id = embed, decoder, output, pad_id
 
@@ -209,6 +210,7 @@ class EncoderClassifier(nn.Module):
 
     def __init__(
         self,
+        *,
         embed: Embedding,
         encoder: Stack,
         num_classes: int,
@@ -236,43 +238,77 @@ class EncoderClassifier(nn.Module):
         return self(ids).logits
 
 
-def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:
+def _layer(cfg: ModelConfig, *, cross: bool, causal: bool) -> TransformerLayer:
     return TransformerLayer(
-        cfg.d_model,
-        cfg.heads,
-        cfg.d_ff,
-        cfg.dropout,
-        cfg.attention_dropout,
-        cfg.ffn_dropout,
-        cfg.norm,
-        cfg.activation,
-        cross,
-        cfg.layer_norm_eps,
-        cfg.conv_kernel if cfg.transition == "conv" else None,
-        causal,
-        cfg.local_window if not (cross or causal) else None,  # encoder self-attention only
+        d=cfg.d_model,
+        heads=cfg.heads,
+        d_ff=cfg.d_ff,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        ffn_dropout=cfg.ffn_dropout,
+        norm=cfg.norm,
+        activation=cfg.activation,
+        cross_attention=cross,
+        eps=cfg.layer_norm_eps,
+        conv_kernel=cfg.conv_kernel if cfg.transition == "conv" else None,
+        causal=causal,
+        local_radius=cfg.local_window if not (cross or causal) else None,  # encoder self-attention only
     )
 
 
 def _stack(
-    cfg: ModelConfig, layers: int, cross: bool, causal: bool, randomisation: PositionRandomisation
+    cfg: ModelConfig,
+    *,
+    layers: int,
+    steps: int,
+    cross: bool,
+    causal: bool,
+    randomisation: PositionRandomisation,
 ) -> Stack | UniversalStack:
-    """L distinct layers, or for a Universal Transformer one layer shared across its steps."""
+    """`layers` distinct layers, or for a Universal Transformer one layer shared across `steps`."""
     if cfg.arch == "universal":
-        steps = cfg.decoder_steps if cross else cfg.encoder_steps
         return UniversalStack(
-            _layer(cfg, cross, causal),
-            cfg.d_model,
-            steps,
-            cfg.norm,
-            cfg.act,
-            cfg.act_epsilon,
-            cfg.pos_layout,
-            cfg.layer_norm_eps,
-            randomisation,
+            _layer(cfg, cross=cross, causal=causal),
+            d=cfg.d_model,
+            steps=steps,
+            norm=cfg.norm,
+            act=cfg.act,
+            act_epsilon=cfg.act_epsilon,
+            layout=cfg.pos_layout,
+            eps=cfg.layer_norm_eps,
+            randomisation=randomisation,
         )
     return Stack(
-        [_layer(cfg, cross, causal) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps
+        [_layer(cfg, cross=cross, causal=causal) for _ in range(layers)],
+        d=cfg.d_model,
+        norm=cfg.norm,
+        eps=cfg.layer_norm_eps,
+    )
+
+
+def _encoder(cfg: ModelConfig, randomisation: PositionRandomisation) -> Stack | UniversalStack:
+    """Bidirectional self-attention over the source."""
+    return _stack(
+        cfg,
+        layers=cfg.encoder_layers,
+        steps=cfg.encoder_steps,
+        cross=False,
+        causal=False,
+        randomisation=randomisation,
+    )
+
+
+def _decoder(
+    cfg: ModelConfig, randomisation: PositionRandomisation, *, cross: bool
+) -> Stack | UniversalStack:
+    """Causal self-attention, and cross-attention to an encoder's states when `cross`."""
+    return _stack(
+        cfg,
+        layers=cfg.decoder_layers,
+        steps=cfg.decoder_steps,
+        cross=cross,
+        causal=True,
+        randomisation=randomisation,
     )
 
 
@@ -282,13 +318,13 @@ def _embedding(
     return Embedding(
         vocab_size,
         cfg.d_model,
-        pad_id,
-        cfg.dropout,
-        "none" if cfg.arch == "universal" else cfg.positions,
-        cfg.max_positions,
-        cfg.pos_layout,
-        cfg.scale_embeddings,
-        randomisation,
+        pad_id=pad_id,
+        dropout=cfg.dropout,
+        positions="none" if cfg.arch == "universal" else cfg.positions,
+        max_positions=cfg.max_positions,
+        layout=cfg.pos_layout,
+        scale=cfg.scale_embeddings,
+        randomisation=randomisation,
     )
 
 
@@ -296,7 +332,12 @@ def _syntax(cfg: ModelConfig) -> SyntaxMasks | None:
     if cfg.syntax_mask == "none":
         return None
     return SyntaxMasks(
-        cfg.syntax_mask, cfg.syntax_apply, cfg.omega_max, cfg.syntax_layers, cfg.syntax_heads, cfg.heads
+        kind=cfg.syntax_mask,
+        apply=cfg.syntax_apply,
+        omega_max=cfg.omega_max,
+        layers=cfg.syntax_layers,
+        heads=cfg.syntax_heads,
+        num_heads=cfg.heads,
     )
 
 
@@ -313,18 +354,18 @@ def build_model(
     if cfg.kind == "encoder":
         assert cfg.num_classes is not None
         return EncoderClassifier(
-            _embedding(cfg, src_vocab, pad_id, randomisation),
-            _stack(cfg, cfg.encoder_layers, False, False, randomisation),
-            cfg.num_classes,
-            pad_id,
-            cfg.classifier == "token",
+            embed=_embedding(cfg, src_vocab, pad_id, randomisation),
+            encoder=_encoder(cfg, randomisation),
+            num_classes=cfg.num_classes,
+            pad_id=pad_id,
+            per_token=cfg.classifier == "token",
         )
     tgt_embed = _embedding(cfg, tgt_vocab, pad_id, randomisation)
     tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
-    output = OutputProjection(cfg.d_model, tgt_vocab, tied, cfg.final_logits_bias)
+    output = OutputProjection(cfg.d_model, tgt_vocab, tied=tied, bias=cfg.final_logits_bias)
     if cfg.kind == "decoder":
         return LanguageModel(
-            tgt_embed, _stack(cfg, cfg.decoder_layers, False, True, randomisation), output, pad_id
+            embed=tgt_embed, decoder=_decoder(cfg, randomisation, cross=False), output=output, pad_id=pad_id
         )
     if cfg.tie_embeddings == "all":
         if src_vocab != tgt_vocab:
@@ -339,12 +380,12 @@ def build_model(
     if factor_vocabs:
         src_embed.add_factors(factor_vocabs, cfg.factor_combine, pad_id)
     return EncoderDecoder(
-        src_embed,
-        tgt_embed,
-        _stack(cfg, cfg.encoder_layers, False, False, randomisation),
-        _stack(cfg, cfg.decoder_layers, True, True, randomisation),
-        output,
-        pad_id,
-        _syntax(cfg),
-        randomisation,
+        src_embed=src_embed,
+        tgt_embed=tgt_embed,
+        encoder=_encoder(cfg, randomisation),
+        decoder=_decoder(cfg, randomisation, cross=True),
+        output=output,
+        pad_id=pad_id,
+        syntax=_syntax(cfg),
+        randomisation=randomisation,
     )

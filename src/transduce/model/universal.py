@@ -35,6 +35,7 @@ class UniversalStack(nn.Module):
     def __init__(
         self,
         layer: TransformerLayer,
+        *,
         d: int,
         steps: int,
         norm: str,
