@@ -234,12 +234,16 @@ def test_seeded_training_passes_agree(arch):
 
 
 def test_learned_positions_take_the_drawn_rows():
-    src, _ = src_tgt()
+    src, tgt = src_tgt()
     model = model_with("transformer", "offset", "model.positions=learned", "model.max_positions=20").train()
     torch.manual_seed(3)
     start = int(torch.randint(9, ()))
     torch.manual_seed(3)
-    out = model.src_embed(src)
+    embedded = []
+    handle = model.src_embed.register_forward_hook(lambda module, args, out: embedded.append(out))
+    model(src, tgt)  # the pass draws its positions (for the longer side, the source) and passes them down
+    handle.remove()
+    out = embedded[0]
     expected = (
         model.src_embed.tokens.weight[src[0]] * math.sqrt(D)
         + model.src_embed.positions.weight[start : start + 9]

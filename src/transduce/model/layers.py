@@ -170,7 +170,10 @@ class StackInputs:
 
     shared: LayerInputs  # the same for every layer (no cache or score mask)
     offset: int = 0  # absolute position of the first state (incremental decoding)
-    strides: Tensor | None = None  # (batch,) spacing of evaluation positions (position_eval='spread')
+    # The states' positions (randomised_positions.py): (n,) drawn in training, (batch, n) spread in
+    # evaluation; None for offset..offset+n-1. A Universal Transformer adds them at every step.
+    positions: Tensor | None = None
+    redraw: Callable[[int], Tensor | None] | None = None  # draws each later UT step's (per_step)
     score_masks: list[Tensor | None] | None = None  # per layer
     layer_masks: list[Tensor | None] | None = None  # extra additive masks per layer (syntax)
 

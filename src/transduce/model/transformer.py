@@ -82,10 +82,25 @@ def _causal(
     n = ids.shape[1]
     mask = causal_mask(n, offset + n, offset, ids.device) if n > 1 else None
     shared = LayerInputs(mask, pad=ids.eq(pad_id))
-    if memory is None:
-        return StackInputs(shared, offset)
-    shared.memory, shared.memory_mask = memory.states, memory.mask
-    return StackInputs(shared, offset, strides=memory.strides)  # the source's position spacing
+    if memory is not None:
+        shared.memory, shared.memory_mask = memory.states, memory.mask
+    return StackInputs(shared, offset)
+
+
+def _place(
+    inputs: StackInputs,
+    length: int,
+    randomisation: PositionRandomisation,
+    training: bool,
+    strides: Tensor | None = None,
+    drawn: Tensor | None = None,
+) -> StackInputs:
+    """`inputs` with the positions of the stack's `length` states (randomised_positions.py): in
+    training the start of the pass's draw `drawn` or a draw of their own, in evaluation spread by
+    `strides` or None (offset..offset+length-1)."""
+    inputs.positions = randomisation.positions(length, inputs.offset, strides, training, drawn)
+    inputs.redraw = randomisation.step_draws(training)
+    return inputs
 
 
 class EncoderDecoder(nn.Module):
@@ -116,21 +131,32 @@ class EncoderDecoder(nn.Module):
     ) -> EncoderOutput:
         """src: (batch, m) token ids; factors: (batch, k, m) tag ids of factored input;
         syntax: (batch, m, m) tree distances omega (or M itself for syntax_mask='given')."""
+        return self._encode(src, factors, syntax, None)
+
+    def _encode(
+        self, src: Tensor, factors: Tensor | None, syntax: Tensor | None, drawn: Tensor | None
+    ) -> EncoderOutput:
+        """`encode`; in a training pass that drew its positions once, `drawn` is that draw."""
         pad = src.eq(self.pad_id)
         inputs = _bidirectional(pad)
         if self.syntax is not None:
             if syntax is None:
                 raise ValueError("this model masks attention with source trees; give their distances (omega)")
             inputs.layer_masks, inputs.score_masks = self.syntax.per_layer(syntax, self.encoder.depth)
-        if not self.training:
-            inputs.strides = self.randomisation.evaluation_strides(pad)
-        out = self.encoder(self.src_embed(src, factors=factors, strides=inputs.strides), inputs)
-        return EncoderOutput(out.states, pad, out.ponder, inputs.strides)
+        strides = None if self.training else self.randomisation.evaluation_strides(pad)
+        _place(inputs, src.shape[1], self.randomisation, self.training, strides, drawn)
+        out = self.encoder(self.src_embed(src, factors=factors, positions=inputs.positions), inputs)
+        return EncoderOutput(out.states, pad, out.ponder, strides)
 
-    def _decoder(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None) -> StackOutput:
+    def _decoder(
+        self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None, drawn: Tensor | None = None
+    ) -> StackOutput:
         inputs = _causal(tgt, self.pad_id, cache, memory)
+        _place(
+            inputs, tgt.shape[1], self.randomisation, self.training, memory.strides, drawn
+        )  # the source's spacing
         out = self.decoder(
-            self.tgt_embed(tgt, inputs.offset, strides=inputs.strides),
+            self.tgt_embed(tgt, inputs.offset, positions=inputs.positions),
             inputs,
             cache.layers if cache else None,
         )
@@ -154,10 +180,9 @@ class EncoderDecoder(nn.Module):
         self, src: Tensor, tgt: Tensor, factors: Tensor | None = None, syntax: Tensor | None = None
     ) -> ModelOutput:
         """Teacher-forced logits (batch, n, vocab) with the ponder statistics of both sides."""
-        longest = max(src.shape[1], tgt.shape[1]) if self.training else None
-        with self.randomisation.shared_pass(longest):
-            memory = self.encode(src, factors, syntax)
-            decoded = self._decoder(tgt, memory, None)
+        drawn = self.randomisation.pass_draw(max(src.shape[1], tgt.shape[1])) if self.training else None
+        memory = self._encode(src, factors, syntax, drawn)
+        decoded = self._decoder(tgt, memory, None, drawn)
         return ModelOutput(self.output(decoded.states), _ponders(encoder=memory, decoder=decoded))
 
 
@@ -180,14 +205,26 @@ class LanguageModel(nn.Module):
 
     kind = "decoder"
 
-    def __init__(self, *, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
+    def __init__(
+        self,
+        *,
+        embed: Embedding,
+        decoder: Stack,
+        output: OutputProjection,
+        pad_id: int,
+        randomisation: PositionRandomisation | None = None,
+    ) -> None:
         super().__init__()
         self.embed, self.decoder, self.output, self.pad_id = embed, decoder, output, pad_id
+        self.randomisation = randomisation or PositionRandomisation()
 
     def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> ModelOutput:
         """ids: (batch, n) (only the new ones when a cache is given) -> logits (batch, n, vocab)."""
-        inputs = _causal(ids, self.pad_id, cache, None)
-        out = self.decoder(self.embed(ids, inputs.offset), inputs, cache.layers if cache else None)
+        inputs = _place(
+            _causal(ids, self.pad_id, cache, None), ids.shape[1], self.randomisation, self.training
+        )
+        caches = cache.layers if cache else None
+        out = self.decoder(self.embed(ids, inputs.offset, positions=inputs.positions), inputs, caches)
         if cache is not None:
             cache.advance(ids.shape[1])
         return ModelOutput(self.output(out.states), _ponders(decoder=out))
@@ -216,17 +253,19 @@ class EncoderClassifier(nn.Module):
         num_classes: int,
         pad_id: int,
         per_token: bool,
+        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
         self.embed, self.encoder, self.pad_id = embed, encoder, pad_id
         self.head = nn.Linear(embed.tokens.embedding_dim, num_classes)
         self.per_token = per_token
+        self.randomisation = randomisation or PositionRandomisation()
 
     def forward(self, ids: Tensor) -> ModelOutput:
         """Logits (batch, len, classes) per token, or (batch, classes) per sequence."""
         pad = ids.eq(self.pad_id)
-        inputs = _bidirectional(pad)
-        out = self.encoder(self.embed(ids), inputs)
+        inputs = _place(_bidirectional(pad), ids.shape[1], self.randomisation, self.training)
+        out = self.encoder(self.embed(ids, positions=inputs.positions), inputs)
         if self.per_token:
             return ModelOutput(self.head(out.states), _ponders(encoder=out))
         keep = (~pad).unsqueeze(-1).to(out.states.dtype)
@@ -256,15 +295,7 @@ def _layer(cfg: ModelConfig, *, cross: bool, causal: bool) -> TransformerLayer:
     )
 
 
-def _stack(
-    cfg: ModelConfig,
-    *,
-    layers: int,
-    steps: int,
-    cross: bool,
-    causal: bool,
-    randomisation: PositionRandomisation,
-) -> Stack | UniversalStack:
+def _stack(cfg: ModelConfig, *, layers: int, steps: int, cross: bool, causal: bool) -> Stack | UniversalStack:
     """`layers` distinct layers, or for a Universal Transformer one layer shared across `steps`."""
     if cfg.arch == "universal":
         return UniversalStack(
@@ -276,7 +307,6 @@ def _stack(
             act_epsilon=cfg.act_epsilon,
             layout=cfg.pos_layout,
             eps=cfg.layer_norm_eps,
-            randomisation=randomisation,
         )
     return Stack(
         [_layer(cfg, cross=cross, causal=causal) for _ in range(layers)],
@@ -286,35 +316,17 @@ def _stack(
     )
 
 
-def _encoder(cfg: ModelConfig, randomisation: PositionRandomisation) -> Stack | UniversalStack:
+def _encoder(cfg: ModelConfig) -> Stack | UniversalStack:
     """Bidirectional self-attention over the source."""
-    return _stack(
-        cfg,
-        layers=cfg.encoder_layers,
-        steps=cfg.encoder_steps,
-        cross=False,
-        causal=False,
-        randomisation=randomisation,
-    )
+    return _stack(cfg, layers=cfg.encoder_layers, steps=cfg.encoder_steps, cross=False, causal=False)
 
 
-def _decoder(
-    cfg: ModelConfig, randomisation: PositionRandomisation, *, cross: bool
-) -> Stack | UniversalStack:
+def _decoder(cfg: ModelConfig, *, cross: bool) -> Stack | UniversalStack:
     """Causal self-attention, and cross-attention to an encoder's states when `cross`."""
-    return _stack(
-        cfg,
-        layers=cfg.decoder_layers,
-        steps=cfg.decoder_steps,
-        cross=cross,
-        causal=True,
-        randomisation=randomisation,
-    )
+    return _stack(cfg, layers=cfg.decoder_layers, steps=cfg.decoder_steps, cross=cross, causal=True)
 
 
-def _embedding(
-    cfg: ModelConfig, vocab_size: int, pad_id: int, randomisation: PositionRandomisation
-) -> Embedding:
+def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
     return Embedding(
         vocab_size,
         cfg.d_model,
@@ -324,7 +336,6 @@ def _embedding(
         max_positions=cfg.max_positions,
         layout=cfg.pos_layout,
         scale=cfg.scale_embeddings,
-        randomisation=randomisation,
     )
 
 
@@ -354,18 +365,23 @@ def build_model(
     if cfg.kind == "encoder":
         assert cfg.num_classes is not None
         return EncoderClassifier(
-            embed=_embedding(cfg, src_vocab, pad_id, randomisation),
-            encoder=_encoder(cfg, randomisation),
+            embed=_embedding(cfg, src_vocab, pad_id),
+            encoder=_encoder(cfg),
             num_classes=cfg.num_classes,
             pad_id=pad_id,
             per_token=cfg.classifier == "token",
+            randomisation=randomisation,
         )
-    tgt_embed = _embedding(cfg, tgt_vocab, pad_id, randomisation)
+    tgt_embed = _embedding(cfg, tgt_vocab, pad_id)
     tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
     output = OutputProjection(cfg.d_model, tgt_vocab, tied=tied, bias=cfg.final_logits_bias)
     if cfg.kind == "decoder":
         return LanguageModel(
-            embed=tgt_embed, decoder=_decoder(cfg, randomisation, cross=False), output=output, pad_id=pad_id
+            embed=tgt_embed,
+            decoder=_decoder(cfg, cross=False),
+            output=output,
+            pad_id=pad_id,
+            randomisation=randomisation,
         )
     if cfg.tie_embeddings == "all":
         if src_vocab != tgt_vocab:
@@ -373,17 +389,17 @@ def build_model(
                 f"model.tie_embeddings='all' needs one shared vocabulary, but the source has "
                 f"{src_vocab} entries and the target {tgt_vocab}; use 'decoder' or 'none'"
             )
-        src_embed = _embedding(cfg, src_vocab, pad_id, randomisation)
+        src_embed = _embedding(cfg, src_vocab, pad_id)
         src_embed.tokens = tgt_embed.tokens
     else:
-        src_embed = _embedding(cfg, src_vocab, pad_id, randomisation)
+        src_embed = _embedding(cfg, src_vocab, pad_id)
     if factor_vocabs:
         src_embed.add_factors(factor_vocabs, cfg.factor_combine, pad_id)
     return EncoderDecoder(
         src_embed=src_embed,
         tgt_embed=tgt_embed,
-        encoder=_encoder(cfg, randomisation),
-        decoder=_decoder(cfg, randomisation, cross=True),
+        encoder=_encoder(cfg),
+        decoder=_decoder(cfg, cross=True),
         output=output,
         pad_id=pad_id,
         syntax=_syntax(cfg),
