@@ -20,6 +20,7 @@ from ..data.vocab import BOS, EOS, PAD, UNK, Vocab
 from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
+from ..model.kinds import assembly_for
 from ..store.load import LoadedModel, load_model
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
@@ -52,7 +53,7 @@ def unsupported(loaded: LoadedModel) -> list[str]:
     """What in this model has no CTranslate2 Transformer counterpart (empty: exportable)."""
     m = loaded.config.model
     problems = []
-    if m.kind != "encoder_decoder":
+    if not assembly_for(m.kind).cross_attention:
         problems.append(f"model.kind={m.kind} (only encoder-decoder models)")
     if m.arch != "transformer":
         problems.append(f"model.arch={m.arch} (only arch=transformer)")

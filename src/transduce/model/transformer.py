@@ -1,4 +1,5 @@
-"""Encoder-decoder, encoder-only and decoder-only assemblies built from the same layers."""
+"""Encoder-decoder, encoder-only and decoder-only assemblies built from the same layers (the
+builders that make them from the config: kinds.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
 from .attention import causal_mask, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
-from .layers import LayerInputs, Stack, StackInputs, StackOutput, TransformerLayer
+from .layers import LayerInputs, Stack, StackInputs, StackOutput
 from .ponder import Ponder
 from .randomised_positions import PositionRandomisation
 from .syntax import SyntaxMasks
-from .universal import UniversalStack
 
 
 @dataclass
@@ -275,133 +274,3 @@ class EncoderClassifier(nn.Module):
     def classify(self, ids: Tensor) -> Tensor:
         """Class logits of `forward`, for decoding (an Ensemble answers with log-probabilities)."""
         return self(ids).logits
-
-
-def _layer(cfg: ModelConfig, *, cross: bool, causal: bool) -> TransformerLayer:
-    return TransformerLayer(
-        d=cfg.d_model,
-        heads=cfg.heads,
-        d_ff=cfg.d_ff,
-        dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout,
-        ffn_dropout=cfg.ffn_dropout,
-        norm=cfg.norm,
-        activation=cfg.activation,
-        cross_attention=cross,
-        eps=cfg.layer_norm_eps,
-        conv_kernel=cfg.conv_kernel if cfg.transition == "conv" else None,
-        causal=causal,
-        local_radius=cfg.local_window if not (cross or causal) else None,  # encoder self-attention only
-    )
-
-
-def _stack(cfg: ModelConfig, *, layers: int, steps: int, cross: bool, causal: bool) -> Stack | UniversalStack:
-    """`layers` distinct layers, or for a Universal Transformer one layer shared across `steps`."""
-    if cfg.arch == "universal":
-        return UniversalStack(
-            _layer(cfg, cross=cross, causal=causal),
-            d=cfg.d_model,
-            steps=steps,
-            norm=cfg.norm,
-            act=cfg.act,
-            act_epsilon=cfg.act_epsilon,
-            layout=cfg.pos_layout,
-            eps=cfg.layer_norm_eps,
-        )
-    return Stack(
-        [_layer(cfg, cross=cross, causal=causal) for _ in range(layers)],
-        d=cfg.d_model,
-        norm=cfg.norm,
-        eps=cfg.layer_norm_eps,
-    )
-
-
-def _encoder(cfg: ModelConfig) -> Stack | UniversalStack:
-    """Bidirectional self-attention over the source."""
-    return _stack(cfg, layers=cfg.encoder_layers, steps=cfg.encoder_steps, cross=False, causal=False)
-
-
-def _decoder(cfg: ModelConfig, *, cross: bool) -> Stack | UniversalStack:
-    """Causal self-attention, and cross-attention to an encoder's states when `cross`."""
-    return _stack(cfg, layers=cfg.decoder_layers, steps=cfg.decoder_steps, cross=cross, causal=True)
-
-
-def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
-    return Embedding(
-        vocab_size,
-        cfg.d_model,
-        pad_id=pad_id,
-        dropout=cfg.dropout,
-        positions="none" if cfg.arch == "universal" else cfg.positions,
-        max_positions=cfg.max_positions,
-        layout=cfg.pos_layout,
-        scale=cfg.scale_embeddings,
-    )
-
-
-def _syntax(cfg: ModelConfig) -> SyntaxMasks | None:
-    if cfg.syntax_mask == "none":
-        return None
-    return SyntaxMasks(
-        kind=cfg.syntax_mask,
-        apply=cfg.syntax_apply,
-        omega_max=cfg.omega_max,
-        layers=cfg.syntax_layers,
-        heads=cfg.syntax_heads,
-        num_heads=cfg.heads,
-    )
-
-
-def build_model(
-    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, factor_vocabs: list[int] | None = None
-) -> nn.Module:
-    """Read the model config once and assemble plain modules from it.
-
-    factor_vocabs: the tag vocabulary size of each source factor (factored input), if any.
-    """
-    randomisation = PositionRandomisation(
-        cfg.position_randomisation, cfg.position_range, cfg.position_draw, cfg.position_eval
-    )
-    if cfg.kind == "encoder":
-        assert cfg.num_classes is not None
-        return EncoderClassifier(
-            embed=_embedding(cfg, src_vocab, pad_id),
-            encoder=_encoder(cfg),
-            num_classes=cfg.num_classes,
-            pad_id=pad_id,
-            per_token=cfg.classifier == "token",
-            randomisation=randomisation,
-        )
-    tgt_embed = _embedding(cfg, tgt_vocab, pad_id)
-    tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
-    output = OutputProjection(cfg.d_model, tgt_vocab, tied=tied, bias=cfg.final_logits_bias)
-    if cfg.kind == "decoder":
-        return LanguageModel(
-            embed=tgt_embed,
-            decoder=_decoder(cfg, cross=False),
-            output=output,
-            pad_id=pad_id,
-            randomisation=randomisation,
-        )
-    if cfg.tie_embeddings == "all":
-        if src_vocab != tgt_vocab:
-            raise ValueError(
-                f"model.tie_embeddings='all' needs one shared vocabulary, but the source has "
-                f"{src_vocab} entries and the target {tgt_vocab}; use 'decoder' or 'none'"
-            )
-        src_embed = _embedding(cfg, src_vocab, pad_id)
-        src_embed.tokens = tgt_embed.tokens
-    else:
-        src_embed = _embedding(cfg, src_vocab, pad_id)
-    if factor_vocabs:
-        src_embed.add_factors(factor_vocabs, cfg.factor_combine, pad_id)
-    return EncoderDecoder(
-        src_embed=src_embed,
-        tgt_embed=tgt_embed,
-        encoder=_encoder(cfg),
-        decoder=_decoder(cfg, cross=True),
-        output=output,
-        pad_id=pad_id,
-        syntax=_syntax(cfg),
-        randomisation=randomisation,
-    )
