@@ -37,6 +37,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..decode.shortlist import Shortlist
     from ..evaluate import AccuracyReport
     from ..metrics import BleuReport
     from ..store.load import LoadedModel
@@ -299,15 +300,32 @@ def evaluate(
             return
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
-        sources = _read_input(src)
-        if loaded[0].config.model.kind == "encoder":
-            if len(refs) > 1:
-                fail("a classifier is evaluated on one --ref file of labels")
-            with decode_progress("evaluating", len(sources)) as advance:
-                _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
-            return
+        _evaluate_lines(loaded, src, refs, opts, greedy, src_trees, listed)
+
+
+def _evaluate_lines(
+    loaded: list[LoadedModel],
+    src: Path,
+    refs: list[list[str]],
+    opts: DecodeConfig,
+    greedy: bool,
+    src_trees: Path | None,
+    listed: Shortlist | None,
+) -> None:
+    """Decode the --src lines and print their scores against the references: BLEU, chrF and the
+    references' perplexity, or a classifier's label accuracy (one --ref file of labels)."""
+    from .. import evaluate as ev
+    from ..decode.kinds import decoding_for
+
+    sources = _read_input(src)
+    if decoding_for(loaded[0].config.model.kind).labels:
+        if len(refs) > 1:
+            fail("a classifier is evaluated on one --ref file of labels")
         with decode_progress("evaluating", len(sources)) as advance:
-            report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
+            _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
+        return
+    with decode_progress("evaluating", len(sources)) as advance:
+        report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
