@@ -151,9 +151,10 @@ class EncoderDecoder(nn.Module):
         self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None, drawn: Tensor | None = None
     ) -> StackOutput:
         inputs = _causal(tgt, self.pad_id, cache, memory)
-        _place(
-            inputs, tgt.shape[1], self.randomisation, self.training, memory.strides, drawn
-        )  # the source's spacing
+        strides = memory.strides  # each target takes its source's spacing
+        if strides is not None and strides.shape[0] != tgt.shape[0]:  # beams grouped per source row
+            strides = strides.repeat_interleave(tgt.shape[0] // strides.shape[0])
+        _place(inputs, tgt.shape[1], self.randomisation, self.training, strides, drawn)
         out = self.decoder(
             self.tgt_embed(tgt, inputs.offset, positions=inputs.positions),
             inputs,
