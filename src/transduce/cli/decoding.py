@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -85,33 +86,47 @@ Prefix = Annotated[
 ]
 
 
+InputFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Input file; default stdin, answered line by line as it arrives (piped input in "
+        "batches of up to 64 lines).",
+    ),
+]
+OutputFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Output file (a regular file is replaced atomically; links are followed; devices and "
+        "pipes are written through); default or '-': stdout.",
+    ),
+]
+NBest = Annotated[int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")]
+MaxLenA = Annotated[float | None, typer.Option(help="Max output length = a * source length + b.")]
+MaxLenB = Annotated[int | None, typer.Option(help="See --max-len-a (paper: b = 50).")]
+MinLen = Annotated[int | None, typer.Option(help="Minimum output length (EOS blocked before it).")]
+MaxTokens = Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")]
+MaxSrcLen = Annotated[
+    int, typer.Option(help="Truncate longer inputs (in subword tokens, >= 1), with a warning.")
+]
+SrcTrees = Annotated[
+    Path | None,
+    typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
+]
+
+
 @app.command()
 def translate(
     checkpoints: Checkpoints,
-    input: Annotated[
-        Path | None,
-        typer.Option(
-            "--input",
-            "-i",
-            help="Input file; default stdin, answered line by line as it arrives (piped input in "
-            "batches of up to 64 lines).",
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Output file (a regular file is replaced atomically; links are followed; devices and "
-            "pipes are written through); default or '-': stdout.",
-        ),
-    ] = None,
+    input: InputFile = None,
+    output: OutputFile = None,
     beam: Beam = None,
     alpha: Alpha = None,
     greedy: Greedy = False,
-    nbest: Annotated[
-        int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")
-    ] = None,
+    nbest: NBest = None,
     sample: Sample = False,
     temperature: Temperature = None,
     top_k: TopK = None,
@@ -119,22 +134,13 @@ def translate(
     seed: Seed = None,
     num_samples: NumSamples = None,
     prefix: Prefix = None,
-    max_len_a: Annotated[
-        float | None, typer.Option(help="Max output length = a * source length + b.")
-    ] = None,
-    max_len_b: Annotated[int | None, typer.Option(help="See --max-len-a (paper: b = 50).")] = None,
-    min_len: Annotated[
-        int | None, typer.Option(help="Minimum output length (EOS blocked before it).")
-    ] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")] = None,
-    max_src_len: Annotated[
-        int, typer.Option(help="Truncate longer inputs (in subword tokens, >= 1), with a warning.")
-    ] = 1024,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
+    min_len: MinLen = None,
+    max_tokens: MaxTokens = None,
+    max_src_len: MaxSrcLen = 1024,
     threads: Threads = None,
-    src_trees: Annotated[
-        Path | None,
-        typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
-    ] = None,
+    src_trees: SrcTrees = None,
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
@@ -148,8 +154,6 @@ def translate(
     prompt); classifiers (model.kind=encoder) print each line's label, or a label per token.
     With several checkpoints, decodes with their ensemble. With --nbest > 1 or --num-samples > 1,
     prints every output as 'line ||| text ||| score' (lines numbered from 0)."""
-    from ..decode.pipeline import output_rows, translate_lines
-
     inputs = [p for p in (input, src_trees, prefix) if p is not None]
     _check_output(output, inputs)
     loaded = loaded_models(checkpoints, quantize, threads, device)
@@ -174,33 +178,61 @@ def translate(
     if greedy and opts.sample:
         fail("--greedy and --sample exclude each other; choose one")
     prefixes = _read_input(prefix) if prefix is not None else None
-    rows_of_all = opts.num_samples > 1 if opts.sample else opts.nbest > 1 and not greedy
-
-    def run(lines: list[str], first: int, advance: Advance) -> list[str]:
-        """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
-        forced = None
-        if prefixes is not None:
-            forced = prefixes[first : first + len(lines)]
-            if len(forced) < len(lines):
-                fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
-        with user_errors(ValueError):
-            outputs, encoded = translate_lines(
-                loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first, listed
-            )
-        if encoded.truncated:
-            console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
-        return output_rows(outputs, nbest=rows_of_all, first=first)
-
+    job = _Translation(loaded, opts, greedy, src_trees, max_src_len, listed, prefix, prefixes)
     if input is None and (output is None or str(output) == "-"):
-        done = _translate_stream(run)
+        done = _translate_stream(job.rows)
     else:
         lines = _read_input(input)
         with decode_progress("translating", len(lines), show=input is not None) as advance:
-            rows = run(lines, 0, advance)
+            rows = job.rows(lines, 0, advance)
         _write_output(output, rows)
         done = len(lines)
     if prefixes is not None and len(prefixes) != done:
         fail(f"{prefix}: {len(prefixes)} prefix lines for {done} input lines")
+
+
+@dataclass
+class _Translation:
+    """What `translate` decodes with, for the input read whole or group by group."""
+
+    loaded: list[LoadedModel]
+    opts: DecodeConfig
+    greedy: bool
+    src_trees: Path | None
+    max_src_len: int
+    listed: Shortlist | None
+    prefix: Path | None  # the --prefix file, for messages
+    prefixes: list[str] | None  # its lines
+
+    def rows(self, lines: list[str], first: int, advance: Advance) -> list[str]:
+        """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
+        from ..decode.pipeline import output_rows, translate_lines
+
+        forced = None
+        if self.prefixes is not None:
+            forced = self.prefixes[first : first + len(lines)]
+            if len(forced) < len(lines):
+                fail(f"{self.prefix}: {len(self.prefixes)} prefix lines for more input lines")
+        with user_errors(ValueError):
+            outputs, encoded = translate_lines(
+                self.loaded,
+                lines,
+                self.opts,
+                greedy=self.greedy,
+                trees=self.src_trees,
+                max_src_len=self.max_src_len,
+                on_batch=advance,
+                prefixes=forced,
+                first=first,
+                shortlist=self.listed,
+            )
+        if encoded.truncated:
+            console.print(
+                f"[yellow]warning:[/] {encoded.truncated} lines truncated to {self.max_src_len} tokens"
+            )
+        opts = self.opts
+        every = opts.num_samples > 1 if opts.sample else opts.nbest > 1 and not self.greedy
+        return output_rows(outputs, nbest=every, first=first)
 
 
 def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> int:
