@@ -213,6 +213,8 @@ def scene_score_over_hard_link_to_targets(tmp: Path, run: Path) -> list[str]:
     os.link(tmp / "tgt.txt", tmp / "scores.txt")
     argv = ["score", str(run), "--src", str(tmp / "src.txt"), "--tgt", str(tmp / "tgt.txt")]
     return [*argv, "-o", str(tmp / "scores.txt")]
+
+
 def scene_evaluate_over_ref(tmp: Path, run: Path) -> list[str]:
     (tmp / "in.txt").write_text("1 2\n")
     (tmp / "ref.txt").write_text("2 1\n")

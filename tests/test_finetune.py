@@ -189,6 +189,8 @@ def test_vocab_from_a_symbol_vocabulary_encodes_with_it(tmp_path):
     got = [[t.tolist() for t in train.pair(i)] for i in range(len(train))]
     assert got == [[loaded.src_vocab.encode(t)] * 2 for t in lines["train"]]
     assert got[2][0] == [13, UNK, 4]  # "9 x 0": x is no symbol of the model's
+
+
 # Fine-tuning command lines that would do nothing or something else than asked: (id, the arguments
 # after `train RUN data.dataset=DOMAIN`, given the fixture and a fresh folder, and the error's fragment).
 REFUSED: list[tuple[str, Callable[[dict[str, Path], Path], list[object]], str]] = [

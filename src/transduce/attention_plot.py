@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from .data.batching import annotation_tensors, encode_sources
 from .data.vocab import BOS
+from .decode.kinds import decoding_for
 from .decode.pipeline import encode_lines
 from .decode.search import greedy
 from .model.attention import record_attention
@@ -78,9 +79,9 @@ def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list
 
 
 def check_plottable(model: nn.Module) -> None:
-    """ValueError unless the model is an encoder-decoder: the plots follow a source through both
-    stacks and the cross-attention between them."""
-    if model.kind != "encoder_decoder":
+    """ValueError unless the model's kind can be plotted (an encoder-decoder): the plots follow a
+    source through both stacks and the cross-attention between them."""
+    if not decoding_for(model.kind).plots:
         raise ValueError(
             f"attention plots need an encoder-decoder model; this one is model.kind='{model.kind}'"
         )

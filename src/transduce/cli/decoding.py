@@ -318,6 +318,7 @@ def evaluate(
     training does. The progress display shows sentences/s and output tokens/s. With -o the
     translations scored are kept, which saves decoding them again with translate."""
     from .. import evaluate as ev
+    from ..decode.kinds import decoding_for
     from ..metrics import corpus_scores
 
     if output is not None:
@@ -347,7 +348,7 @@ def evaluate(
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
-        if loaded[0].config.model.kind == "encoder":
+        if decoding_for(loaded[0].config.model.kind).labels:
             if output is not None:
                 fail("-o keeps translations; a classifier's labels are printed by translate")
             if len(refs) > 1:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from torch import nn
 
 from ..config import ConfigError, DecodeConfig
-from .search import model_kind
+from .kinds import decoding_of
 
 SEARCH_ONLY = ("beam", "alpha")  # beam search's settings; sampling ignores them (nbest: see below)
 SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed", "num_samples")  # search ignores them
@@ -100,17 +100,19 @@ def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     return options
 
 
-def check_for_model(model: nn.Module, options: DecodeConfig, use_greedy: bool = False) -> None:
+def check_for_model(
+    model: nn.Module, options: DecodeConfig, use_greedy: bool = False, prefixed: bool = False
+) -> None:
     """OptionsError for settings this model cannot decode with, so that they are refused before
-    any work is queued or done. `model`: a model of any kind, or an Ensemble."""
+    any work is queued or done. `model`: a model of any kind, or an Ensemble; `prefixed`: forced
+    prefixes are given."""
     if use_greedy and options.sample:
         raise OptionsError([(None, "greedy search and sampling exclude each other; choose one")])
-    if options.sample and model_kind(model) == "encoder":
-        raise OptionsError(
-            [
-                (
-                    "sample",
-                    "sampling does not apply to a classifier: it gives each input its most probable labels",
-                )
-            ]
-        )
+    decoding = decoding_of(model)
+    refused = []
+    if options.sample and not decoding.samples:
+        refused.append(("sample", "sampling"))
+    if prefixed and not decoding.prefixes:
+        refused.append(("prefixes", "forced prefixes"))
+    if refused:
+        raise OptionsError([(field, decoding.refusal(what)) for field, what in refused])

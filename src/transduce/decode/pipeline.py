@@ -25,6 +25,7 @@ from ..parsing import output_trees
 from ..store.load import LoadedModel
 from .ensemble import Ensemble
 from .inputs import encode_inputs
+from .kinds import decoding_for
 from .scoring import Score, score_all
 from .search import Hypothesis
 from .shortlist import Shortlist
@@ -85,8 +86,9 @@ def encode_prefixes(
     """Per input line, the target-side text every output must start with, as target ids. Each is
     encoded on its own, so it should end at a word boundary; a word the vocabulary cannot spell is
     an UnknownWordError (lines numbered from `first` + 1). A classifier takes no prefixes."""
-    if loaded.config.model.kind == "encoder":
-        raise ValueError("forced prefixes do not apply to a classifier: it gives each input its labels")
+    decoding = decoding_for(loaded.config.model.kind)
+    if not decoding.prefixes:
+        raise ValueError(decoding.refusal("forced prefixes"))
     if len(prefixes) != lines:
         raise ValueError(f"{len(prefixes)} forced prefixes for {lines} input lines")
     return encode_targets(loaded.tgt_vocab, prefixes, first + 1)

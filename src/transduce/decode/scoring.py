@@ -26,7 +26,8 @@ from ..data.source import SourceAnnotation
 from ..data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
 from .classify import label_log_probs
 from .ensemble import target_vocab_size
-from .search import Seq2Seq, model_kind
+from .kinds import decoding_of
+from .search import Seq2Seq
 
 
 @dataclass
@@ -68,10 +69,10 @@ def score(
         return []
     names = [f"target {n}" for n in (numbers or range(1, len(targets) + 1))]
     checked = [_check_target(t, name) for t, name in zip(targets, names, strict=True)]
-    kind = model_kind(model)
-    if kind == "encoder":
+    decoding = decoding_of(model)
+    if decoding.labels:
         return _score_labels(model, src, checked, per_token, names)
-    if kind == "decoder":  # the prompt and the target, one sequence
+    if decoding.prompted:  # the prompt and the target, one sequence
         prompts = [row[:n] for row, n in zip(src.tolist(), (src.ne(PAD).sum(1) - 1).tolist(), strict=True)]
         checked = [[*p, *t] for p, t in zip(prompts, checked, strict=True)]
     gold = [[*t, EOS] for t in checked]

@@ -22,6 +22,7 @@ from ..data.vocab import BOS, EOS, PAD, UNK, MarianVocab, SentencePieceVocab, Sy
 from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
+from ..model.kinds import assembly_for
 from ..store.load import LoadedModel, load_model
 
 EXPORT_INFO = "transduce.json"  # beside CTranslate2's files: where the export came from, how to tokenise
@@ -61,7 +62,7 @@ def unsupported(loaded: LoadedModel) -> list[str]:
     """What in this model has no CTranslate2 Transformer counterpart (empty: exportable)."""
     m = loaded.config.model
     problems = []
-    if m.kind != "encoder_decoder":
+    if not assembly_for(m.kind).cross_attention:
         problems.append(f"model.kind={m.kind} (only encoder-decoder models)")
     if m.arch != "transformer":
         problems.append(f"model.arch={m.arch} (only arch=transformer)")

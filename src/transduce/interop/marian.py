@@ -26,6 +26,7 @@ from ..config import DEPTH_MAX, POSITIONS_MAX, WIDTH_MAX, Config, ConfigError, b
 from ..data.vocab import BOS, EOS, PAD, MarianVocab
 from ..fileio import atomic_directory, check_output_dir, write_safetensors
 from ..model import build_model
+from ..model.kinds import assembly_for
 from ..store.checkpoint import save_checkpoint
 from ..store.load import load_model
 from ..store.meta import CheckpointMeta
@@ -390,7 +391,7 @@ def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
     loaded = load_model(checkpoint)
     m = loaded.config.model
     problems = []
-    if m.kind != "encoder_decoder":
+    if not assembly_for(m.kind).cross_attention:
         problems.append("only encoder-decoder models")
     if m.arch != "transformer" or m.transition != "ffn":
         problems.append("Marian needs arch=transformer with FFN transitions")

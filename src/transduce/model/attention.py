@@ -160,7 +160,7 @@ class MultiHeadAttention(nn.Module):
     """h heads of d_k = d / h with one fused Q/K/V projection and an output projection W^O."""
 
     def __init__(
-        self, d: int, heads: int, dropout: float = 0.0, bias: bool = True, local_radius: int | None = None
+        self, d: int, heads: int, *, dropout: float = 0.0, bias: bool = True, local_radius: int | None = None
     ) -> None:
         """local_radius: restrict self-attention to |i - j| <= radius (blocked, linear in length)."""
         super().__init__()

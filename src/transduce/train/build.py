@@ -22,6 +22,7 @@ from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
+from ..model.kinds import assembly_for
 from .log import Throughput
 from .objective import Objective, objective_for
 from .schedule import inverse_sqrt_lr
@@ -146,14 +147,15 @@ def _check_kind(data: Dataset, model: ModelConfig) -> None:
     """An encoder-only classifier needs labels of its kind and number; a decoder-only model reads
     source and target with one vocabulary; only encoder-decoders read factored input."""
     kind = f"model.kind='{model.kind}'"
-    if model.kind != "encoder_decoder" and data.factor_vocabs:
+    assembly = assembly_for(model.kind)
+    if data.factor_vocabs and not assembly.factors:
         raise ConfigError(f"{kind}: {data.dir} has factored input, which only encoder_decoder models read")
-    if model.kind == "decoder" and data.tgt_vocab is not data.src_vocab:
+    if objective_for(model).joined and data.tgt_vocab is not data.src_vocab:
         raise ConfigError(
             f"{kind} reads source and target as one sequence, but {data.dir} has separate source and "
             "target vocabularies; prepare it with one shared vocabulary"
         )
-    if model.kind != "encoder":
+    if not assembly.classifier:
         return
     meta = data.meta
     if meta.data_kind != "labels":

@@ -17,6 +17,7 @@ from rich.markup import escape
 from ..config import ModelConfig
 from ..cost import flops_per_token
 from ..data.dataset import Split
+from .objective import objective_for
 
 # Dense peak FLOP/s by device name fragment and precision (vendor data sheets, no sparsity).
 PEAK_FLOPS = {
@@ -48,10 +49,11 @@ class Throughput:
         """FLOPs per scored target at the training data's mean source and target lengths (a
         language model's sequence is both; a sequence classifier scores one label per source)."""
         src_len = max(1, round(float(np.mean(split.src_lengths))) + 1)
-        tgt = split.tgt_lengths + (split.src_lengths if model.kind == "decoder" else 0)
+        objective = objective_for(model)
+        tgt = split.tgt_lengths + (split.src_lengths if objective.joined else 0)
         tgt_len = max(1, round(float(np.mean(tgt))) + 1)
         flops = flops_per_token(model, tgt_vocab, src_len, tgt_len, training=True)
-        if model.kind == "encoder" and model.classifier == "sequence":
+        if objective.per_sequence:
             flops *= src_len
         return cls(flops, peak_flops(device, precision))
 
