@@ -23,9 +23,9 @@ class Decoding:
     prefixes: bool  # forced prefixes apply
     plots: bool  # attention plots: encoder, decoder and cross-attention between input and output
 
-    def refusal(self, what: str) -> str:
-        """The message refusing `what` (e.g. 'sampling') for this kind."""
-        return f"{what} does not apply to {self.name}: it gives each input {self.gives}"
+    def refusal(self, what: str, verb: str = "does") -> str:
+        """The message refusing `what` ('sampling' does, 'forced prefixes' do) for this kind."""
+        return f"{what} {verb} not apply to {self.name}: it gives each input {self.gives}"
 
 
 DECODINGS: dict[str, Decoding] = {

@@ -111,8 +111,8 @@ def check_for_model(
     decoding = decoding_of(model)
     refused = []
     if options.sample and not decoding.samples:
-        refused.append(("sample", "sampling"))
+        refused.append(("sample", decoding.refusal("sampling")))
     if prefixed and not decoding.prefixes:
-        refused.append(("prefixes", "forced prefixes"))
+        refused.append(("prefixes", decoding.refusal("forced prefixes", "do")))
     if refused:
-        raise OptionsError([(field, decoding.refusal(what)) for field, what in refused])
+        raise OptionsError(refused)

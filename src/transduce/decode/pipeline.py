@@ -88,7 +88,7 @@ def encode_prefixes(
     an UnknownWordError (lines numbered from `first` + 1). A classifier takes no prefixes."""
     decoding = decoding_for(loaded.config.model.kind)
     if not decoding.prefixes:
-        raise ValueError(decoding.refusal("forced prefixes"))
+        raise ValueError(decoding.refusal("forced prefixes", "do"))
     if len(prefixes) != lines:
         raise ValueError(f"{len(prefixes)} forced prefixes for {lines} input lines")
     return encode_targets(loaded.tgt_vocab, prefixes, first + 1)
