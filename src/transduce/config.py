@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import reprlib
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomllib
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
