@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python bench/decode.py
+	$(BIN)/python -m bench.decode.speed
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,147 @@
+"""Latency of small requests to `transduce serve` while a maximal request is being decoded.
+
+    python -m bench.serve.latency                          # this tree's server, 60 s
+    git archive bd40525 src | tar -x -C /tmp/before        # the server before turn-taking
+    python -m bench.serve.latency --compare-src /tmp/before/src
+
+One client sends the largest request the default limits admit (64 segments of 127 symbols at
+the model's beam 4: 32768 source tokens x beam, --max-request-tokens) again and again; meanwhile
+a few closed-loop clients each send one 8-16 symbol segment with the default options (so they
+can share decode calls with the large request) and wait for the answer. Records p50/p99 of
+the small requests, with the same small requests on an idle server for reference, into
+RESULTS.md between the serving-latency markers. The model is serve_load.py's (the `small`
+preset trained for a few steps); it never stops early, so every hypothesis runs to the length
+limit: the worst case for a given budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import statistics
+import time
+
+import httpx
+
+from bench.records import write_section
+from bench.serve.load import OUT, free_port, model_dir, start_server
+
+LARGE = {"segments": [" ".join(str(i % 10) for i in range(127))] * 64}
+
+
+async def small_client(
+    url: str, stop: asyncio.Event, seed: int, latencies: list[float], errors: list[str]
+) -> None:
+    rng = random.Random(seed)
+    async with httpx.AsyncClient(timeout=120) as http:
+        while not stop.is_set():
+            segment = " ".join(str(rng.randrange(10)) for _ in range(rng.randint(8, 16)))
+            begin = time.monotonic()
+            r = await http.post(url, json={"segments": [segment]})
+            if r.status_code == 200:
+                latencies.append(time.monotonic() - begin)
+            else:
+                errors.append(f"{r.status_code} {r.text[:80]}")
+
+
+async def large_client(url: str, stop: asyncio.Event, durations: list[float], errors: list[str]) -> None:
+    async with httpx.AsyncClient(timeout=300) as http:
+        while not stop.is_set():
+            begin = time.monotonic()
+            r = await http.post(url, json=LARGE)
+            if r.status_code == 200:
+                durations.append(time.monotonic() - begin)
+            else:
+                errors.append(f"large: {r.status_code} {r.text[:80]}")
+
+
+async def load(url: str, clients: int, seconds: float, with_large: bool) -> dict:
+    stop = asyncio.Event()
+    small: list[float] = []
+    large: list[float] = []
+    errors: list[str] = []
+    tasks = [asyncio.create_task(small_client(url, stop, i, small, errors)) for i in range(clients)]
+    if with_large:
+        tasks.append(asyncio.create_task(large_client(url, stop, large, errors)))
+        await asyncio.sleep(1.0)  # the large request is being decoded before small ones count
+        small.clear()
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)  # in-flight requests finish; at most one more each
+    ordered = sorted(small)
+    return {
+        "small": len(small),
+        "errors": len(errors),
+        "p50_ms": 1000 * statistics.median(ordered),
+        "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))],
+        "large": len(large),
+        "large_s": statistics.median(large) if large else float("nan"),
+    }
+
+
+def measure(src: str | None, clients: int, seconds: float, threads: int) -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    port = free_port()
+    proc = start_server(model_dir(), port, True, threads, env)
+    url = f"http://127.0.0.1:{port}/translate"
+    try:
+        idle = asyncio.run(load(url, clients, min(seconds, 10.0), with_large=False))
+        busy = asyncio.run(load(url, clients, seconds, with_large=True))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    label = f"before (`{src}`)" if src else "this tree"
+    return [dict(idle, server=label, load="idle"), dict(busy, server=label, load="maximal request running")]
+
+
+def write_results(rows: list[dict], args: argparse.Namespace) -> None:
+    command = f"python -m bench.serve.latency --clients {args.clients} --seconds {args.seconds}"
+    command += f" --threads {args.threads}" + (
+        f" --compare-src {args.compare_src}" if args.compare_src else ""
+    )
+    lines = [
+        f"## Serving: small requests under a maximal one ({time.strftime('%Y-%m-%d')})",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared with other work); server: "
+        f"`transduce serve` defaults with {args.threads} torch thread(s) on the `small` preset, beam 4. "
+        f"Large: 64 segments x 127 symbols (32768 source tokens x beam), sent back to back; small: "
+        f"{args.clients} closed-loop clients, one 8-16 symbol segment each.",
+        "",
+        "| server | load | small requests | errors | p50 ms | p99 ms | large requests | large s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        large_s = f"{r['large_s']:.1f}" if r["large"] else "-"
+        lines.append(
+            f"| {r['server']} | {r['load']} | {r['small']} | {r['errors']} | {r['p50_ms']:.0f} | "
+            f"{r['p99_ms']:.0f} | {r['large']} | {large_s} |"
+        )
+    write_section("serving-latency", lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--compare-src", help="also measure the server from this source tree (PYTHONPATH)")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = []
+    if args.compare_src:
+        rows += measure(args.compare_src, args.clients, args.seconds, args.threads)
+    rows += measure(None, args.clients, args.seconds, args.threads)
+    for r in rows:
+        print(r)
+    write_results(rows, args)
+
+
+if __name__ == "__main__":
+    main()
