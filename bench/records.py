@@ -1,37 +1,95 @@
-"""Shared by the benchmarks: writing one section of bench/RESULTS.md (replaced in place on
-every run), a mean ± spread cell, the CPU's name and a quick measure of its speed."""
+"""Shared by the benchmarks: where things go, writing a record of a measurement, a mean ± spread
+cell, the host's name and a quick measure of its speed.
+
+A record is one JSON file under bench/records/<topic>/, committed: `write_record` names it
+<claim>-<date>.json, so a rerun on another day adds a record and the results page
+(`python -m bench.results`) shows the newest one of each claim."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-import torch
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent  # the repository: configs/, docs/
 OUT = BENCH / "out"  # what the benchmarks build and train (ignored by git)
 RECORDS = BENCH / "records"  # what they measured (committed)
-RESULTS = BENCH / "RESULTS.md"
 
 
-def write_section(name: str, lines: list[str]) -> None:
-    """Put `lines` between `<!-- name:start -->` and `<!-- name:end -->` (appended the first time),
-    atomically, leaving the rest of the file as it is."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    text = "\n".join([start, *lines, end])
-    current = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    if start in current and end in current:
-        head, rest = current.split(start, 1)
-        current = head + text + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, RESULTS)
+def write_record(
+    topic: str,
+    claim: str,
+    *,
+    title: str,
+    command: str,
+    host: str,
+    setup: str,
+    rows: list[dict[str, Any]],
+    **more: Any,
+) -> Path:
+    """Write one measurement to bench/records/<topic>/<claim>-<YYYY-MM-DD>.json, atomically (a
+    rerun the same day replaces it), and print its main table. `command` reproduces it from the
+    repository root, `host` names the machine, `setup` says what was measured; `rows` are the
+    main table (one dict per row), `more` any further tables or values."""
+    date = time.strftime("%Y-%m-%d")
+    record = {"claim": claim, "title": title, "date": date, "command": command, "host": host}
+    record |= {"setup": setup, "rows": rows, **more}
+    folder = RECORDS / topic
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{claim}-{date}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    print("\n".join([f"{title} ({date})", f"Command: {command}", f"Host: {host}", "", *markdown_table(rows)]))
+    print(f"\nrecorded in {path.relative_to(ROOT)}; `python -m bench.results` updates docs/results.md")
+    return path
+
+
+Format = Callable[[Any], str]
+
+
+def cell(value: Any) -> str:
+    """A table cell: numbers as recorded (they are rounded when written), None as '-'."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)
+
+
+def markdown_table(
+    rows: list[dict[str, Any]],
+    columns: dict[str, str] | None = None,
+    formats: dict[str, Format] | None = None,
+) -> list[str]:
+    """A markdown table of `rows`: `columns` maps a row key to its heading (default: every key of
+    the first row, as it is); `formats` gives a key its own cell format."""
+    columns = columns or {key: key for key in rows[0]}
+    formats = formats or {}
+    lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = (formats.get(key, cell)(row.get(key)) for key in columns)
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def host_line(threads: int | None = None) -> str:
+    """The host as records name it: the CPU, its cores, the threads used, torch and Python."""
+    import torch
+
+    used = f", {threads} thread(s)" if threads is not None else ""
+    return (
+        f"{cpu_name()}, {os.cpu_count()} CPUs{used}, torch {torch.__version__}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def spread(values: list[float]) -> str:
@@ -67,6 +125,8 @@ def host_probe(seconds: float = 1.0) -> dict[str, float]:
 
     Hosts with the same CPU name have trained both transduce and OpenNMT-py ~1.5x slower than
     others; runs record this to tell such hosts apart without a calibration run."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -80,7 +140,7 @@ def host_probe(seconds: float = 1.0) -> dict[str, float]:
     return {"matmul_gflops": round(gflops, 1), "copy_gb_s": round(gbytes, 1)}
 
 
-def _repeat(work, seconds: float) -> float:
+def _repeat(work: Callable[[], object], seconds: float) -> float:
     """Calls of `work` per second over about `seconds`."""
     calls, began = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - began) < seconds:

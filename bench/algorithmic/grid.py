@@ -3,7 +3,7 @@ Transformer, UT and UT+ACT, with and without position randomisation, over severa
 
     python -m bench.algorithmic.grid        # the whole grid: 3 tasks x 3 models x 2 x 3 seeds, many hours
     python -m bench.algorithmic.grid --tasks copy --models ut --positions offset --seeds 1 \\
-        --steps 20 --eval-size 4 --lengths 40 80 --sweep-size 4 --test-len 120 --no-results-md
+        --steps 20 --eval-size 4 --lengths 40 80 --sweep-size 4 --test-len 120
 
 The paper's setting, as tensor2tensor generates it: decimal strings, 100k training examples of
 lengths 1..40, tested at length 400; tasks copy, reverse and addition (two little-endian numbers
@@ -35,8 +35,8 @@ resumes from its last checkpoint, and a run that another invocation is training 
 (two one-thread invocations can fill one grid side by side). At the end the record folder gets
 results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
 accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
-with --results-md (the default) the table also goes into bench/RESULTS.md, one section per
-setting. --report writes them, training nothing.
+--report writes them, training nothing. The results page (docs/results.md) summarises the main
+setting's runs.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench.records import BENCH, ROOT, spread, write_section
+from bench.algorithmic.tasks import LABELS, PAPER, TASKS
+from bench.records import BENCH, ROOT, host_line, spread
 from transduce.config import Config, load_config
 from transduce.data.tasks import examples_of_length
 from transduce.decode.translate import decode_all
@@ -70,7 +70,6 @@ MODELS = {
     "ut": ["model.arch=universal", "model.act=false"],
     "ut_act": ["model.arch=universal", "model.act=true"],
 }
-LABELS = {"transformer": "Transformer", "ut": "UT", "ut_act": "UT+ACT"}
 POSITIONS = {  # position randomisation: one draw per pass shared by both stacks, or one per stack;
     # subset evaluates on 0..n-1, subset_spread on positions spread over the range (position_eval)
     "none": ["model.position_randomisation=none"],
@@ -85,48 +84,6 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
     # tensor2tensor's own: a new offset at every recurrent step of each stack
     "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
-}
-# The paper's Table 3 (char acc, seq acc at length 400) and its LTE table; one "Universal Transformer"
-# row, which the paper does not say is with or without ACT, so it stands beside both of ours.
-PAPER = {
-    "copy": {"transformer": (0.53, 0.03), "ut": (0.91, 0.35)},
-    "reverse": {"transformer": (0.13, 0.06), "ut": (0.96, 0.46)},
-    "addition": {"transformer": (0.07, 0.00), "ut": (0.34, 0.02)},
-    # Learning to Execute memorisation at length 55 (the paper's LTE table)
-    "lte_copy": {"transformer": (0.98, 0.63), "ut": (1.0, 1.0)},
-    "lte_double": {"transformer": (0.94, 0.55), "ut": (1.0, 1.0)},
-    "lte_reverse": {"transformer": (0.81, 0.26), "ut": (1.0, 1.0)},
-}
-
-
-@dataclass(frozen=True)
-class Task:
-    """A benchmark task: the generated task it trains on, and where its headline comes from."""
-
-    data_task: str
-    lte: bool = False  # Learning to Execute memorisation: one length, tested in distribution
-
-    def data_overrides(self, args: argparse.Namespace) -> list[str]:
-        if self.lte:  # test_long is not reported; one length past training keeps it cheap
-            lengths = [args.lte_len] * 2 + [args.lte_len + 1] * 2
-        else:
-            lengths = [1, args.train_len, args.test_len, args.test_len]
-        keys = ("task_train_min_len", "task_train_max_len", "task_test_min_len", "task_test_max_len")
-        return [f"data.task={self.data_task}", *(f"data.{k}={v}" for k, v in zip(keys, lengths, strict=True))]
-
-    @property
-    def headline(self) -> str:
-        """The split whose accuracy is the task's result."""
-        return "dev" if self.lte else "test_long"
-
-
-TASKS = {
-    "copy": Task("copy"),
-    "reverse": Task("reverse"),
-    "addition": Task("addition_le"),
-    "lte_copy": Task("copy", lte=True),
-    "lte_double": Task("double", lte=True),
-    "lte_reverse": Task("reverse", lte=True),
 }
 SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
     *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
@@ -241,6 +198,7 @@ def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions
             "ponder_test": ponder,
             "train_minutes": trainer.state.train_seconds / 60,
             "command": " ".join(["python", "-m", "bench.algorithmic.grid", *sys.argv[1:]]),
+            "machine": host_line(args.threads),
             "train_cpu_minutes": train_cpu / 60,
             "by_length": {},
         }
@@ -476,12 +434,6 @@ def main() -> None:
         help="train nothing: the table and plot of every run recorded so far at this setting (the grid "
         "options then only name the setting)",
     )
-    out.add_argument(
-        "--results-md",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="write the table into bench/RESULTS.md (a section per setting)",
-    )
     args = parser.parse_args()
     tasks = args.tasks + ([t for t in TASKS if TASKS[t].lte and t not in args.tasks] if args.lte else [])
     folder = RECORDS / setting_name(args)
@@ -505,8 +457,6 @@ def main() -> None:
     lines = table(results, args, command, folder)
     (folder / "table.md").write_text("\n".join(lines) + "\n")
     plot(results, args, folder / "accuracy_by_length.png")
-    if args.results_md:
-        write_section(f"algorithmic-{folder.name}", lines)  # one section per setting
     print("\n".join(lines))
 
 

@@ -29,15 +29,13 @@ CTranslate2, which have no per-sentence limit. With --shortlist FILE (`transduce
 model's training data), every row is also run with the shortlist: transduce `--shortlist`,
 CTranslate2 with it exported as its vocabulary map (`use_vmap`); those rows compare with
 transduce's shortlisted output and speed, and transduce's with its full-vocabulary output, so
-the BLEU and the speed a shortlist buys stand side by side. Results go to the --section section
-of bench/RESULTS.md (default decode-e2e; not with --no-write); outputs to --work/outputs.
+the BLEU and the speed a shortlist buys stand side by side. Results go to a record,
+bench/records/decode/<--claim>-<date>.json (not with --no-write); outputs to --work/outputs.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -46,10 +44,8 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from bench.peers.venv import PEERS, Peers, ensure_peers
-from bench.records import OUT, cpu_name, write_section
+from bench.records import OUT, host_line, markdown_table, write_record
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import decode_options, output_rows, translate_lines
 from transduce.decode.shortlist import Shortlist
@@ -175,11 +171,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=4096, help="source tokens per batch, all engines")
     parser.add_argument("--work", type=Path, default=OUT / "decode-e2e", help="exports and outputs")
     parser.add_argument("--peers", type=Path, default=PEERS, help="the peers' venv (created when missing)")
-    parser.add_argument("--no-write", action="store_true", help="print the results, leave RESULTS.md alone")
+    parser.add_argument("--no-write", action="store_true", help="print the results, write no record")
     parser.add_argument(
-        "--section",
+        "--claim",
         default="decode-e2e",
-        help="the bench/RESULTS.md section the table replaces (one per model; default decode-e2e)",
+        help="the record's claim, one per model: bench/records/decode/<claim>-<date>.json",
     )
     parser.add_argument(
         "--shortlist",
@@ -251,7 +247,7 @@ def main() -> None:
 
 
 def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: LoadedModel) -> None:
-    """The results table, the targets' verdicts and every setting a reader needs to repeat them."""
+    """The record of the rows, the targets' verdicts and every setting a reader needs to repeat them."""
 
     def base_of(r: dict) -> dict:
         return next(
@@ -262,19 +258,13 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         )
 
     m, d = loaded.config.model, loaded.config.decode
-    lines = [
-        f"## End-to-end decoding on text ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.decode.e2e {shlex.join(sys.argv[1:])}`  ",
-        f"Machine: {cpu_name()}, {len(os.sched_getaffinity(0))} CPUs available; "
-        f"torch {torch.__version__}, Python {platform.python_version()}; peers: {peer_versions(python)}.  ",
+    setup = (
         f"Model: {args.checkpoint} (d_model {m.d_model}, {m.encoder_layers}+{m.decoder_layers} layers, "
         f"d_ff {m.d_ff}, {m.norm}-norm, {len(loaded.src_vocab)} pieces), exported with `transduce export "
         "--format ctranslate2` (`--quantization int8` for CTranslate2's int8 rows) and `--format marian` "
-        f"for HF{f' (not possible: {args.no_hf}; no HF rows)' if args.no_hf else ''}.  ",
+        f"for HF{f' (not possible: {args.no_hf}; no HF rows)' if args.no_hf else ''}. "
         f"Test: {args.test}, blank lines left out: {' and '.join(dict.fromkeys(r['subset'] for r in rows))} "
-        "lines (the longest by characters).",
-        "",
+        "lines (the longest by characters). "
         "Timed: raw lines in, detokenised text out (model loading not timed, for any engine); median of "
         f"{args.reps} repetitions, engines interleaved, after a warm-up. transduce: `translate_lines`, "
         "as `transduce translate` (float32 weights pre-packed for oneDNN; int8 = `--quantize int8`). "
@@ -283,31 +273,44 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         f"MarianTokenizer, `generate` on length-sorted batches of <= {args.max_tokens} padded source "
         "tokens, `batch_decode`; no int8 rows (generate has no int8 CPU path beyond torch's dynamic "
         "quantisation, which is what transduce's int8 is). transduce batches by the same "
-        f"{args.max_tokens} source tokens.",
-        "",
+        f"{args.max_tokens} source tokens. "
         f"Search: greedy, or beam 4 with length penalty alpha = {args.alpha} for every engine: transduce "
         "divides by ((5 + |Y|) / 6)^alpha, CTranslate2 and HF by |Y|^alpha (no exact counterpart). "
         f"Maximum output length {d.max_len_a} x |source| + {d.max_len_b}: per sentence (transduce), per "
         "batch's longest source (HF and CTranslate2, which have no per-sentence limit). Beam stopping is "
         'each engine\'s default; "words": output words, the work each engine did. "same": share of '
         "lines whose text equals transduce's for the same lines, "
-        "search and weights (HF's against transduce float32, transduce int8's against transduce float32).",
-        "",
-        "| lines | search | weights | vocabulary | threads | engine | seconds | sentences/s | transduce "
-        "faster by | same | words | BLEU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "search and weights (HF's against transduce float32, transduce int8's against transduce float32)."
+    )
+    recorded = [
+        {
+            "lines": r["subset"],
+            "search": r["search"],
+            "weights": r["weights"],
+            "vocabulary": r["vocabulary"],
+            "threads": r["threads"],
+            "engine": r["engine"],
+            "seconds": round(r["seconds"], 2),
+            "sentences_per_s": round(r["lines"] / r["seconds"], 1),
+            "vs_transduce": None if r is base_of(r) else round(r["seconds"] / base_of(r)["seconds"], 2),
+            "same": None if r["same"] is None else round(r["same"], 3),
+            "words": r["words"],
+            "bleu": None if r["bleu"] is None else round(r["bleu"], 1),
+        }
+        for r in rows
     ]
-    for r in rows:
-        base = base_of(r)
-        faster = "" if r is base else f"{r['seconds'] / base['seconds']:.2f}x"
-        bleu = "" if r["bleu"] is None else f"{r['bleu']:.1f}"
-        same = "" if r["same"] is None else f"{r['same']:.1%}"
-        lines.append(
-            f"| {r['subset']} | {r['search']} | {r['weights']} | {r['vocabulary']} | {r['threads']} | "
-            f"{r['engine']} | "
-            f"{r['seconds']:.2f} | {r['lines'] / r['seconds']:.1f} | {faster} | {same} | {r['words']} | "
-            f"{bleu} |"
+    if not args.no_write:
+        write_record(
+            "decode",
+            args.claim,
+            title="End-to-end decoding of text, CPU",
+            command=f"python -m bench.decode.e2e {shlex.join(sys.argv[1:])}",
+            host=f"{host_line()}; peers: {peer_versions(python)}",
+            setup=setup,
+            rows=recorded,
         )
+    else:
+        print("\n".join(markdown_table(recorded)))
     ct2 = [r["seconds"] / base_of(r)["seconds"] for r in rows if r["engine"] == "CTranslate2"]
     hf = [
         r["seconds"] / base_of(r)["seconds"]
@@ -319,14 +322,10 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         if hf
         else "no HF rows for this model"
     )
-    lines += [
-        "",
+    print(
         f"Targets: ahead of CTranslate2 in {sum(x > 1 for x in ct2)} of {len(ct2)} rows (same weights; "
-        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}.",
-    ]
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(args.section, lines)
+        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}."
+    )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 
 Uses the README's main job (configs/demo.toml: the small preset on `reverse`), trained into
 bench/out/demo once if no --run is given. Decodes the dev and test splits with the config's
-beam search in float32 and after dynamic int8 quantisation, and writes the scores into
-RESULTS.md between the quantisation markers. (Speed is measured by bench/decode/speed.py.)
+beam search in float32 and after dynamic int8 quantisation, and records the scores
+(bench/records/decode/quantize-<date>.json). (Speed is measured by bench/decode/speed.py.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.records import OUT, ROOT, write_section
+from bench.records import OUT, ROOT, host_line, write_record
 from transduce.config import load_config
 from transduce.data.tasks import generate_split
 from transduce.decode.translate import decode_all
@@ -62,22 +62,29 @@ def main() -> None:
         for name, model in (("float32", loaded.model), ("int8", int8)):
             rows.append({"split": split, "weights": name, **scores(model, loaded, split)})
             print(rows[-1], flush=True)
-    lines = [
-        f"## int8 quantisation: quality cost ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.decode.quantize_cost` (model: {run.name}, the README's main job, "
-        f"`reverse` task; beam {loaded.config.decode.beam}, {args.threads} threads). "
-        f"BLEU signature: `{rows[0]['signature']}`.",
-        "",
-        "| split | weights | BLEU | chrF | sequence accuracy | decode s |",
-        "|---|---|---|---|---|---|",
-        *(
-            f"| {r['split']} | {r['weights']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['seq']:.3f} | "
-            f"{r['seconds']:.2f} |"
-            for r in rows
+    write_record(
+        "decode",
+        "quantize",
+        title="What int8 decoding costs in quality",
+        command="python -m bench.decode.quantize_cost" + (f" --run {args.run}" if args.run else ""),
+        host=host_line(args.threads),
+        setup=(
+            f"Model: {run.name} (configs/demo.toml, the small preset on the `reverse` task); beam "
+            f"{loaded.config.decode.beam}; float32 against dynamic int8 quantisation of every linear map. "
+            f"BLEU signature: {rows[0]['signature']}."
         ),
-    ]
-    write_section("quantize", lines)
+        rows=[
+            {
+                "split": r["split"],
+                "weights": r["weights"],
+                "bleu": round(r["bleu"], 2),
+                "chrf": round(r["chrf"], 2),
+                "seq_acc": round(r["seq"], 3),
+                "decode_s": round(r["seconds"], 2),
+            }
+            for r in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

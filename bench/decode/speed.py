@@ -10,13 +10,12 @@ venv (bench/.peers, created on first use), packs ours for oneDNN (what `transduc
 decodes with by default; the unpacked model is timed too) and quantises it to int8
 (`--quantize int8`), and times batch-32 decoding of a fixed output length
 (EOS blocked until then) with greedy and beam 4, alternating engines within each repetition.
-Medians go into bench/RESULTS.md (the decode section, replaced on each run).
+Medians go to a record, bench/records/decode/decode-<date>.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
@@ -24,7 +23,7 @@ import torch
 
 from bench.peers.same_weights import build, synthetic_text
 from bench.peers.venv import Peers, ensure_peers
-from bench.records import OUT, write_section
+from bench.records import OUT, host_line, write_record
 from transduce.cpu_memory import retain_freed_memory
 from transduce.data.vocab import EOS
 from transduce.decode.search import beam_search, greedy
@@ -112,33 +111,32 @@ def main() -> None:
 
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
-    lines = [
-        f"## Decoding speed ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.decode.speed --presets {' '.join(args.presets)} --reps {args.reps}`  ",
-        f"Machine: {platform.processor() or platform.machine()}, {args.threads} threads, "
-        f"torch {torch.__version__}, Python {platform.python_version()}.  ",
-        f"Batch {args.batch}, {args.length} output tokens per sentence (EOS blocked), random-init "
-        "weights exported to Marian; median of interleaved repetitions. transduce is float32 with "
-        "weights pre-packed for oneDNN (the default of `transduce translate`), transduce-unpacked "
-        "the same model on plain `linear`; transduce-int8 is `--quantize int8`, its tokens compared "
-        "with HF's float32 ones.",
-        "",
-        "| preset | search | engine | s/batch | sentences/s | tokens/s | vs HF | same tokens as HF |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        hf = next(
-            x
-            for x in rows
-            if x["preset"] == r["preset"] and x["search"] == r["search"] and x["engine"] == "hf"
-        )
-        lines.append(
-            f"| {r['preset']} | {r['search']} | {r['engine']} | {r['seconds']:.3f} | {r['sent_s']:.1f} | "
-            f"{r['tok_s']:.0f} | {hf['seconds'] / r['seconds']:.2f}x | {'yes' if r['same_as_hf'] else 'no'} |"
-        )
-    print("\n".join(lines))
-    write_section("decode", lines)
+    write_record(
+        "decode",
+        "decode",
+        title="Decoding speed, batch 32, CPU",
+        command=f"python -m bench.decode.speed --presets {' '.join(args.presets)} --reps {args.reps}",
+        host=host_line(args.threads),
+        setup=(
+            f"Batch {args.batch}, {args.length} output tokens per sentence (EOS blocked), random-init "
+            "weights exported to Marian; median of interleaved repetitions. transduce is float32 with "
+            "weights pre-packed for oneDNN (the default of `transduce translate`), transduce-unpacked the "
+            "same model on plain `linear`; transduce-int8 is `--quantize int8`, its tokens compared with "
+            "HF's float32 ones."
+        ),
+        rows=[
+            {
+                "preset": r["preset"],
+                "search": r["search"],
+                "engine": r["engine"],
+                "seconds": round(r["seconds"], 3),
+                "sentences_per_s": round(r["sent_s"], 1),
+                "tokens_per_s": round(r["tok_s"]),
+                "same_tokens_as_hf": r["same_as_hf"],
+            }
+            for r in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

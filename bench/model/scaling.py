@@ -5,7 +5,7 @@
 Each (attention, length) point runs in its own process: build the encoder, one warm-up pass,
 then the median of --reps timed passes (batch 1, fp32, --threads threads, no grad). Memory is
 the process's peak RSS during the passes minus its RSS before them. Writes a PNG
-(bench/records/scaling/scaling.png) and a table into RESULTS.md between the scaling markers.
+(bench/records/scaling/scaling.png) and a record (bench/records/scaling/scaling-<date>.json).
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.records import RECORDS, ROOT, write_section
+from bench.records import RECORDS, ROOT, host_line, write_record
 
 
 def point(preset: str, length: int, radius: int | None, reps: int, threads: int) -> dict:
@@ -81,26 +79,29 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def write_results(rows: list[dict], args: argparse.Namespace, command: str) -> None:
-    lines = [
-        f"## Attention scaling ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {args.threads} thread(s). `{args.preset}` "
-        f"encoder, batch 1, fp32, median of {args.reps}; memory = peak RSS growth during one forward "
-        f"pass (MB). Plot: bench/records/scaling/scaling.png.",
-        "",
-        "| length | full s | local s | full MB | local MB | full / local time |",
-        "|---|---|---|---|---|---|",
-    ]
     by = {(r["attention"], r["length"]): r for r in rows}
-    for n in args.lengths:
-        f, loc = by[("full", n)], by[("local", n)]
-        lines.append(
-            f"| {n} | {f['seconds']:.3f} | {loc['seconds']:.3f} | {f['peak_mb']:.0f} | "
-            f"{loc['peak_mb']:.0f} | {f['seconds'] / loc['seconds']:.2f} |"
-        )
-    write_section("scaling", lines)
+    write_record(
+        "scaling",
+        "scaling",
+        title="Encoder time and memory against length, full and local attention",
+        command=command,
+        host=host_line(args.threads),
+        setup=(
+            f"`{args.preset}` encoder, batch 1, fp32, median of {args.reps}; local attention of radius "
+            f"{args.radius}; memory = peak RSS growth during one forward pass (MB). Plot: "
+            "bench/records/scaling/scaling.png."
+        ),
+        rows=[
+            {
+                "length": n,
+                "full_s": round(by[("full", n)]["seconds"], 3),
+                "local_s": round(by[("local", n)]["seconds"], 3),
+                "full_mb": round(by[("full", n)]["peak_mb"]),
+                "local_mb": round(by[("local", n)]["peak_mb"]),
+            }
+            for n in args.lengths
+        ],
+    )
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ import numpy as np
 
 from bench.data.ddtp_corpus import build as build_ddtp
 from bench.data.l10n_corpus import build as build_l10n
-from bench.records import OUT
+from bench.records import OUT, host_line, write_record
 from transduce.store.checkpoint import step_checkpoints
 
 BIG = 100_000_000
@@ -318,17 +318,35 @@ def main() -> None:
         ("general, export marian + import marian", None, "imported"),
         ("+ fine-tuned on DDTP (from the import)", s["finetune_marian"], "marian"),
     ]
-    lines = [
-        "| model | updates (train minutes) | DDTP test BLEU | DDTP chrF | l10n test BLEU | l10n chrF |",
-        "|---|---|---|---|---|---|",
-    ]
+    table = []
     for title, run, key in rows:
         d, g = s[f"eval_{key}_ddtp"], s[f"eval_{key}_l10n"]
-        trained = f"{run['steps']} ({run['train_minutes']:.1f} min)" if run else "(same weights)"
-        lines.append(
-            f"| {title} | {trained} | {d['bleu']:.2f} | {d['chrf']:.2f} | {g['bleu']:.2f} | {g['chrf']:.2f} |"
+        table.append(
+            {
+                "model": title,
+                "updates": run["steps"] if run else None,
+                "cpu_seconds": run["cpu_seconds"] if run else None,
+                "ddtp_bleu": round(d["bleu"], 2),
+                "ddtp_chrf": round(d["chrf"], 2),
+                "l10n_bleu": round(g["bleu"], 2),
+                "l10n_chrf": round(g["chrf"], 2),
+            }
         )
-    print("\n".join(lines))
+    write_record(
+        "mt",
+        "domain",
+        title="Domain adaptation: l10n En-De fine-tuned on Debian package descriptions",
+        command="python -m bench.mt.domain " + " ".join(sys.argv[1:]),
+        host=host_line(args.threads),
+        setup=(
+            f"General: `small` with pos_layout=halves, {args.general_steps} updates of 4,096 tokens on the "
+            f"l10n corpus; fine-tuned: `train GENERAL data.dataset=DDTP --init-from GENERAL`, "
+            f"{args.finetune_steps} updates, the best dev-BLEU checkpoint tested; the OPUS-MT path: "
+            "`export --format marian`, `import marian`, the same fine-tuning. Test BLEU / chrF, beam 4."
+        ),
+        rows=table,
+        commands=bench.results["commands"],
+    )
     print("\ncommands:\n" + "\n".join(bench.results["commands"]))
 
 

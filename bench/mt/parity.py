@@ -6,7 +6,7 @@ With dropout 0 nothing random is left: the same initial weights, the same batche
 same Adam steps must give the same training loss at every step, up to float rounding that
 grows slowly. `transduce train` (the real trainer, in a subprocess) and the Hugging Face
 peer run side by side on the l10n corpus prepared by bench/mt/vs_marian.py; the per-step losses and
-their largest difference go to the `mt-parity` section of RESULTS.md.
+their largest difference go to a record (bench/records/mt/mt-parity-<preset>-<date>.json).
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 
 from bench.mt.vs_marian import OUT, initial_model, start_training
 from bench.peers.venv import Peer, ensure_peers
-from bench.records import BENCH, write_section
+from bench.records import BENCH, host_line, write_record
 from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
 from transduce.data.dataset import Dataset
@@ -83,22 +82,21 @@ def main() -> None:
     rows = [(s, our_losses[s], hf_losses[s - 1]) for s in range(1, args.steps + 1) if s in our_losses]
     worst = max(abs(a - b) for _, a, b in rows)
     shown = [r for r in rows if r[0] in (1, 2, 5) or r[0] % 10 == 0]
-    lines = [
-        f"## MT recipe parity without dropout ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.mt.parity --preset {args.preset} --steps {args.steps} "
-        f"--warmup {args.warmup}`",
-        "",
-        "The `mt` benchmark's setup with dropout 0 (nothing random left): `transduce train` and the Hugging "
-        "Face peer from the same initial weights on the same l10n batches with the same schedule. "
-        f"Largest per-step difference in training loss over {len(rows)} steps: {worst:.4f}.",
-        "",
-        "| step | transduce loss | HF loss |",
-        "|---|---|---|",
-        *(f"| {s} | {a:.4f} | {b:.4f} |" for s, a, b in shown),
-    ]
-    write_section(f"mt-parity-{args.preset}", lines)
-    print("\n".join(lines))
+    write_record(
+        "mt",
+        f"mt-parity-{args.preset}",
+        title="The MT benchmark's recipe, checked without dropout",
+        command=f"python -m bench.mt.parity --preset {args.preset} --steps {args.steps} "
+        f"--warmup {args.warmup}",
+        host=host_line(1),
+        setup=(
+            "The `mt` benchmark's setup with dropout 0 (nothing random left): `transduce train` and the "
+            "Hugging Face peer from the same initial weights on the same l10n batches with the same schedule."
+        ),
+        rows=[{"step": step, "transduce_loss": round(a, 4), "hf_loss": round(b, 4)} for step, a, b in shown],
+        steps=len(rows),
+        max_difference=round(worst, 4),
+    )
 
 
 if __name__ == "__main__":

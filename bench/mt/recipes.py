@@ -28,8 +28,8 @@ One JSON per run goes to bench/records/mt-compare/ (committed: the grid fills up
 sessions), named ours-<recipe>-seed<N>-<M>min.json, beside the peers' (bench/mt/toolkits.py
 writes there too); runs with a record are skipped, an interrupted run resumes (its run
 directory in bench/out/recipes/ is kept). At the end, or with --report alone, the records make
-one table in bench/RESULTS.md (section mt-compare): per system (a toolkit's recipe, or ours)
-and budget, the number of seeds, the mean and standard deviation of test BLEU and chrF,
+one table (bench/mt/compare.py; docs/results.md shows it too): per system (a toolkit's recipe,
+or ours) and budget, the number of seeds, the mean and standard deviation of test BLEU and chrF,
 updates and target tokens seen; and curves.png beside the records, dev BLEU against training
 minutes for every run.
 """
@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -49,7 +47,8 @@ from pathlib import Path
 
 from bench.data.l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from bench.data.l10n_corpus import build as build_corpus
-from bench.records import BENCH, HOST_HELP, ROOT, cpu_name, host_probe, host_suffix, spread, write_section
+from bench.mt import compare
+from bench.records import BENCH, HOST_HELP, ROOT, cpu_name, host_probe, host_suffix, markdown_table
 from transduce.config import load_config
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import output_rows, translate_lines
@@ -58,7 +57,7 @@ from transduce.metrics import BleuReport, corpus_scores
 from transduce.store.checkpoint import step_checkpoints
 from transduce.store.load import LoadedModel, load_for_decoding
 
-RECORDS = BENCH / "records" / "mt-compare"
+RECORDS = compare.FOLDER
 OUT = BENCH / "out" / "recipes"
 SRC, TGT = "en", "de"
 
@@ -306,50 +305,21 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
     return record
 
 
-def system(r: dict) -> str:
-    """The table's name of a run's system: ours by recipe, a peer by toolkit and version (and the
-    recipe, when it is not the toolkit's own)."""
-    host = f" [{r['host']} host]" if r.get("host") else ""
-    if r["toolkit"] == "transduce":
-        return f"transduce {r['recipe']}{host}"
-    peer = r.get("version", r["toolkit"])
-    recipe = r.get("recipe_name", "own")
-    return (peer if recipe == "own" else f"{peer}, {recipe} recipe") + host
-
-
 def report(records: list[dict], folder: Path) -> list[str]:
     """One table over every recorded run, grouped by system and budget, and the curves' PNG."""
-    groups: dict[tuple[str, float], list[dict]] = {}
-    for r in records:
-        groups.setdefault((system(r), r["budget_minutes"]), []).append(r)
+    grouped = compare.groups(records)
     signatures = sorted({r["test"]["bleu_signature"] for r in records})
     shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
     lines = [
-        f"## MT per unit of compute: our recipes and the peer toolkits' ({time.strftime('%Y-%m-%d')})",
+        "MT per unit of compute: our recipes and the peer toolkits'",
         "",
         "Commands: `python -m bench.mt.recipes ...` (ours) and `python -m bench.mt.toolkits ...` (peers); "
-        "each run's exact commands are in its record, `bench/records/mt-compare/`.  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; one process per run. Data: the offline "
-        "l10n En->De corpus (bench/data/l10n_corpus.py); test: its raw test lines, beam 4, scored with "
-        "sacrebleu against the raw references.  ",
-        "Budget: ours, training time (validations not counted); peers, the wall time of the "
-        "toolkit's training process (start-up and its own validations included).",
+        f"each run's exact commands are in its record, `{shown}/`. Data: the offline l10n En->De corpus "
+        "(bench/data/l10n_corpus.py); test: its raw test lines, beam 4, scored with sacrebleu against "
+        "the raw references. Budget: ours, training time (validations not counted); peers, the wall time "
+        "of the toolkit's training process (start-up and its own validations included).",
         "",
-        "| system | budget (min) | seeds | test BLEU | test chrF | dev ppl at the end | updates "
-        "| target tokens seen | last change: BLEU vs without it |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (name, budget), rows in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        tokens = [r["target_tokens"] for r in rows if r.get("target_tokens")]
-        ppl = [r["curve"][-1]["dev_ppl"] for r in rows if r.get("curve") and "dev_ppl" in r["curve"][-1]]
-        lines.append(
-            f"| {name} | {budget:g} | {len(rows)} | {spread([r['test']['bleu'] for r in rows])} | "
-            f"{spread([r['test']['chrf'] for r in rows])} | {spread(ppl) if ppl else '-'} | "
-            f"{statistics.fmean(r['updates'] for r in rows):,.0f} | "
-            f"{f'{statistics.fmean(tokens) / 1e6:.1f}M' if tokens else '-'} | "
-            f"{change_effect(name, budget, groups)} |"
-        )
-    lines += [
+        *markdown_table(compare.rows(grouped), compare.COLUMNS),
         "",
         "Mean ± standard deviation over seeds. Dev perplexity: ours on the whole dev set at the "
         "end of training, a peer's at its last own validation (the first 500 dev lines); only "
@@ -358,26 +328,8 @@ def report(records: list[dict], folder: Path) -> list[str]:
         + f". Learning curves (dev BLEU against minutes, every run): `{shown / 'curves.png'}`. "
         "Recipes: " + "; ".join(f"`{k}` {c.why}" for k, c in CHANGES.items()) + ".",
     ]
-    plot(groups, folder / "curves.png")
+    plot(grouped, folder / "curves.png")
     return lines
-
-
-def change_effect(name: str, budget: float, groups: dict[tuple[str, float], list[dict]]) -> str:
-    """For `transduce a+b+c`: the mean test BLEU difference to `transduce a+b` at the same budget
-    (the ablation of its last change), over the seeds both have; '-' when there is no such run."""
-    if "+" not in name or not name.startswith("transduce "):
-        return "-"
-    name, bracket, host = name.partition(" [")  # runs of a labelled host pair among themselves
-    parent, last = name.rsplit("+", 1)
-    parent, name = parent + bracket + host, name + bracket + host
-    mine = {r["seed"]: r["test"]["bleu"] for r in groups[(name, budget)]}
-    theirs = {r["seed"]: r["test"]["bleu"] for r in groups.get((parent, budget), [])}
-    seeds = sorted(mine.keys() & theirs.keys())
-    if not seeds:
-        return "-"
-    deltas = [mine[s] - theirs[s] for s in seeds]
-    paired = f"{len(seeds)} paired seed{'s' if len(seeds) != 1 else ''}"
-    return f"+{last}: {statistics.fmean(deltas):+.2f} ({paired})"
 
 
 def plot(groups: dict[tuple[str, float], list[dict]], path: Path) -> None:
@@ -436,7 +388,6 @@ def main() -> None:
     parser.add_argument("--records", type=Path, default=RECORDS, help="where the runs' JSON records go")
     parser.add_argument("--host", help=HOST_HELP)
     parser.add_argument("--report", action="store_true", help="train nothing: the table from the records")
-    parser.add_argument("--no-results-md", action="store_true", help="print the table, leave RESULTS.md")
     args = parser.parse_args()
     for name in args.recipes:
         recipe(name)  # every name checked before the first hour is spent
@@ -447,10 +398,8 @@ def main() -> None:
     records = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(args.records.glob("*.json"))]
     if not records:
         raise SystemExit(f"no records in {args.records}")
-    lines = report(records, args.records)
-    if not args.no_results_md:
-        write_section("mt-compare", lines)
-    print("\n".join(lines))
+    print("\n".join(report(records, args.records)))
+    print("\n`python -m bench.results` updates docs/results.md from the records")
 
 
 if __name__ == "__main__":

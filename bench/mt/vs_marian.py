@@ -10,10 +10,11 @@ the same recipe (Adam 0.9/0.98/1e-9, inverse-sqrt warmup, label smoothing 0.1, d
 and get the same budget of training time, run side by side (one process each, --threads
 each). Dev BLEU is measured every --curve-minutes (greedy, whole dev set, not counted in the
 budget); test BLEU at the end with beam 4, alpha 0.6 (Hugging Face applies its own length
-penalty, |Y|^alpha). sacrebleu signatures, a table and bench/records/mt/curves_<preset>.png go to
-RESULTS.md (section mt-<preset>). --seed replicates the run with other initial weights and
-dropout masks (train.seed for transduce, torch.manual_seed for the peer; the batches stay the
-same); a seed other than 1 writes its own section, curves and run directory (suffix -seed<N>).
+penalty, |Y|^alpha). The scores, curves and sacrebleu signature go to a record
+(bench/records/mt/mt-<preset>-<date>.json), the curves' plot to bench/records/mt/curves_<preset>.png.
+--seed replicates the run with other initial weights and dropout masks (train.seed for transduce,
+torch.manual_seed for the peer; the batches stay the same); a seed other than 1 writes its own
+record, curves and run directory (suffix -seed<N>).
 
 A killed run resumes at its first unfinished phase: a finished transduce run (bench/out/mt/
 ours-<name>, same configuration, budget spent) is not retrained, and the peer's trained weights
@@ -25,12 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -38,7 +36,7 @@ import torch
 from bench.data.l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from bench.data.l10n_corpus import build as build_corpus
 from bench.peers.venv import Peer, ensure_peers
-from bench.records import BENCH, RECORDS, write_section
+from bench.records import BENCH, RECORDS, ROOT, host_line, write_record
 from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
 from transduce.data.dataset import Dataset
@@ -253,38 +251,46 @@ def main() -> None:
     our_report = our_test(run, data, test_refs)
     curves = RECORDS / "mt" / f"curves_{name}.png"
     plot(our_curve, peer["curve"], name, curves)
-    lines = [
-        f"## Real-data MT: transduce vs Hugging Face MarianMTModel ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.mt.vs_marian --preset {args.preset} --minutes {args.minutes} "
-        f"--curve-minutes {args.curve_minutes} "
-        f"--threads {args.threads} --warmup {args.warmup} --seed {args.seed}`",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; each system one process with {args.threads} "
-        f"thread(s), run side by side. Data: offline l10n En->De corpus "
-        f"({len(data.splits['train'])} training pairs after filtering), shared BPE 8000. "
-        f"`{args.preset}` preset, same initial weights, same batches, "
-        f"same recipe, {args.minutes} minutes of training time each. "
-        f"Test: {len(test_refs)} pairs, beam 4.",
-        "",
-        "| system | steps | test BLEU | test chrF |",
-        "|---|---|---|---|",
-        f"| transduce | {our_curve[-1]['step']} | {our_report.bleu:.2f} | {our_report.chrf:.2f} |",
-        f"| HF MarianMTModel | {peer['steps']} | {peer_report.bleu:.2f} | {peer_report.chrf:.2f} |",
-        "",
-        f"BLEU signature: `{our_report.bleu_signature}`. Learning curves (dev BLEU, greedy, against "
-        f"training minutes): bench/{curves.name}.",
-        "",
-        "| minutes (ours) | dev BLEU (ours) | minutes (HF) | dev BLEU (HF) |",
-        "|---|---|---|---|",
-        *(
-            f"| {a['train_minutes']:.1f} | {a['dev_bleu']:.2f} | "
-            f"{b['train_minutes']:.1f} | {b['dev_bleu']:.2f} |"
-            for a, b in zip(our_curve, peer["curve"], strict=False)
+    write_record(
+        "mt",
+        f"mt-{name}",
+        title="transduce against a Hugging Face MarianMTModel, same recipe",
+        command=f"python -m bench.mt.vs_marian --preset {args.preset} --minutes {args.minutes} "
+        f"--curve-minutes {args.curve_minutes} --threads {args.threads} --warmup {args.warmup} "
+        f"--seed {args.seed}",
+        host=host_line(args.threads),
+        setup=(
+            f"Each system one process with {args.threads} thread(s), run side by side. Data: offline "
+            f"l10n En->De corpus ({len(data.splits['train'])} training pairs after filtering), shared BPE "
+            f"8000. `{args.preset}` preset, same initial weights, same batches, same recipe, {args.minutes} "
+            f"minutes of training time each. Test: {len(test_refs)} pairs, beam 4. BLEU signature: "
+            f"{our_report.bleu_signature}. Curves: dev BLEU (greedy) against training minutes, "
+            f"{curves.relative_to(ROOT)}."
         ),
-    ]
-    write_section(f"mt-{name}", lines)
-    print("\n".join(lines))
+        rows=[
+            {
+                "system": "transduce",
+                "steps": our_curve[-1]["step"],
+                "bleu": round(our_report.bleu, 2),
+                "chrf": round(our_report.chrf, 2),
+            },
+            {
+                "system": "HF MarianMTModel",
+                "steps": peer["steps"],
+                "bleu": round(peer_report.bleu, 2),
+                "chrf": round(peer_report.chrf, 2),
+            },
+        ],
+        curve=[
+            {
+                "minutes_ours": round(a["train_minutes"], 1),
+                "bleu_ours": round(a["dev_bleu"], 2),
+                "minutes_hf": round(b["train_minutes"], 1),
+                "bleu_hf": round(b["dev_bleu"], 2),
+            }
+            for a, b in zip(our_curve, peer["curve"], strict=False)
+        ],
+    )
 
 
 if __name__ == "__main__":

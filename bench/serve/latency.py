@@ -8,8 +8,8 @@ One client sends the largest request the default limits admit (64 segments of 12
 the model's beam 4: 32768 source tokens x beam, --max-request-tokens) again and again; meanwhile
 a few closed-loop clients each send one 8-16 symbol segment with the default options (so they
 can share decode calls with the large request) and wait for the answer. Records p50/p99 of
-the small requests, with the same small requests on an idle server for reference, into
-RESULTS.md between the serving-latency markers. The model is serve_load.py's (the `small`
+the small requests, with the same small requests on an idle server for reference
+(bench/records/serve/serving-latency-<date>.json). The model is bench.serve.load's (the `small`
 preset trained for a few steps); it never stops early, so every hypothesis runs to the length
 limit: the worst case for a given budget.
 """
@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import random
 import statistics
 import time
 
 import httpx
 
-from bench.records import write_section
+from bench.records import host_line, write_record
 from bench.serve.load import OUT, free_port, model_dir, start_server
 
 LARGE = {"segments": [" ".join(str(i % 10) for i in range(127))] * 64}
@@ -102,26 +101,31 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     command += f" --threads {args.threads}" + (
         f" --compare-src {args.compare_src}" if args.compare_src else ""
     )
-    lines = [
-        f"## Serving: small requests under a maximal one ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared with other work); server: "
-        f"`transduce serve` defaults with {args.threads} torch thread(s) on the `small` preset, beam 4. "
-        f"Large: 64 segments x 127 symbols (32768 source tokens x beam), sent back to back; small: "
-        f"{args.clients} closed-loop clients, one 8-16 symbol segment each.",
-        "",
-        "| server | load | small requests | errors | p50 ms | p99 ms | large requests | large s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        large_s = f"{r['large_s']:.1f}" if r["large"] else "-"
-        lines.append(
-            f"| {r['server']} | {r['load']} | {r['small']} | {r['errors']} | {r['p50_ms']:.0f} | "
-            f"{r['p99_ms']:.0f} | {r['large']} | {large_s} |"
-        )
-    write_section("serving-latency", lines)
+    write_record(
+        "serve",
+        "serving-latency",
+        title="Serving: small requests under a maximal one",
+        command=command,
+        host=host_line(args.threads),
+        setup=(
+            f"`transduce serve` defaults with {args.threads} torch thread(s) on the `small` preset, beam 4. "
+            "Large: 64 segments x 127 symbols (32768 source tokens x beam), sent back to back; small: "
+            f"{args.clients} closed-loop clients, one 8-16 symbol segment each."
+        ),
+        rows=[
+            {
+                "server": r["server"],
+                "load": r["load"],
+                "small_requests": r["small"],
+                "errors": r["errors"],
+                "p50_ms": round(r["p50_ms"]),
+                "p99_ms": round(r["p99_ms"]),
+                "large_requests": r["large"],
+                "large_s": round(r["large_s"], 1) if r["large"] else None,
+            }
+            for r in rows
+        ],
+    )
 
 
 def main() -> None:

@@ -5,16 +5,14 @@
 The server runs in its own process on a `small`-preset model (trained for a few steps on the
 reverse task, so the work is realistic in size, not in quality). Each client sends one
 segment of 8-16 symbols per request, greedy, and waits for the answer before the next.
-Records errors, p50/p99 latency and segments/s with dynamic batching on and off into
-RESULTS.md between the serving markers.
+Records errors, p50/p99 latency and segments/s with dynamic batching on and off
+(bench/records/serve/serving-<date>.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import random
 import socket
 import statistics
@@ -25,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.records import BENCH, write_section
+from bench.records import BENCH, host_line, write_record
 
 OUT = BENCH / "out" / "serve"
 
@@ -134,25 +132,30 @@ def measure(run: Path, batching: bool, clients: int, seconds: float, threads: in
 
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
-    lines = [
-        f"## Serving load test ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `python -m bench.serve.load --clients {args.clients} --seconds {args.seconds} "
-        f"--threads {args.threads}`",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; server: `transduce serve` with "
-        f"{args.threads} torch thread(s) on the `small` preset (d 256, 3+3 layers), greedy; "
-        f"{args.clients} closed-loop clients on loopback, one 8-16 symbol segment per request.",
-        "",
-        "| dynamic batching | requests | errors | p50 ms | p99 ms | segments/s |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {'on' if r['batching'] else 'off'} | {r['requests']} | {r['errors']} | {r['p50_ms']:.0f} | "
-            f"{r['p99_ms']:.0f} | {r['segments_per_s']:.1f} |"
-        )
-    write_section("serving", lines)
+    write_record(
+        "serve",
+        "serving",
+        title="Serving load test",
+        command=f"python -m bench.serve.load --clients {args.clients} --seconds {args.seconds} "
+        f"--threads {args.threads}",
+        host=host_line(args.threads),
+        setup=(
+            f"`transduce serve` with {args.threads} torch thread(s) on the `small` preset (d 256, 3+3 "
+            f"layers), greedy; {args.clients} closed-loop clients on loopback, one 8-16 symbol segment per "
+            "request."
+        ),
+        rows=[
+            {
+                "batching": r["batching"],
+                "requests": r["requests"],
+                "errors": r["errors"],
+                "p50_ms": round(r["p50_ms"]),
+                "p99_ms": round(r["p99_ms"]),
+                "segments_per_s": round(r["segments_per_s"], 1),
+            }
+            for r in rows
+        ],
+    )
 
 
 def main() -> None:

@@ -7,14 +7,13 @@ Target tokens per second for forward + backward + Adam on identical batches of 1
 tokens (4096), 2 threads, dropout 0, label smoothing 0.1 in both; peak RSS of each process
 (transduce runs in this process, the peer in bench/.peers). bf16 runs the forward pass and the
 loss of both under CPU autocast. --profile adds one torch.profiler step of each and a table of
-self time per operator, the profile behind the ratio. Writes the `train` section of RESULTS.md.
+self time per operator, the profile behind the ratio. Writes bench/records/train/train-<date>.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
 import resource
 import statistics
 import time
@@ -23,7 +22,7 @@ import torch
 
 from bench.peers.same_weights import build
 from bench.peers.venv import Peer, ensure_peers
-from bench.records import OUT, write_section
+from bench.records import OUT, host_line, write_record
 from transduce.data.vocab import BOS, EOS, PAD
 from transduce.interop.marian import marian_layout
 from transduce.train.loss import label_smoothed_loss
@@ -66,8 +65,8 @@ def our_profile(*args) -> dict[str, float]:
     return {e.key: e.self_cpu_time_total / 1e6 for e in prof.key_averages()}
 
 
-def profile_lines(label: str, ours: dict[str, float], hf: dict[str, float], top: int = 12) -> list[str]:
-    """Self time per operator, matrix multiplies summed, the largest others one by one."""
+def profile_rows(ours: dict[str, float], hf: dict[str, float], top: int = 12) -> list[dict]:
+    """Self seconds per operator: all of them, the matrix multiplies summed, the largest others."""
 
     def split(ops: dict[str, float]) -> tuple[float, float]:
         return sum(v for k, v in ops.items() if k in MATMUL), sum(ops.values())
@@ -77,16 +76,15 @@ def profile_lines(label: str, ours: dict[str, float], hf: dict[str, float], top:
         (k for k in set(ours) | set(hf) if k not in MATMUL),
         key=lambda k: -max(ours.get(k, 0.0), hf.get(k, 0.0)),
     )[:top]
-    lines = [
-        f"\nProfile of one step, {label} (torch.profiler, self CPU seconds per operator):\n",
-        "| operator | transduce | HF |",
-        "|---|---|---|",
-        f"| all operators | {o_all:.3f} | {h_all:.3f} |",
-        f"| matrix multiplies ({', '.join(m.split('::')[1] for m in MATMUL)}) | {o_mm:.3f} "
-        f"({o_mm / o_all:.0%}) | {h_mm:.3f} ({h_mm / h_all:.0%}) |",
+    matmuls = f"matrix multiplies ({', '.join(m.split('::')[1] for m in MATMUL)})"
+    return [
+        {"operator": "all operators", "transduce": round(o_all, 3), "hf": round(h_all, 3)},
+        {"operator": matmuls, "transduce": round(o_mm, 3), "hf": round(h_mm, 3)},
+        *(
+            {"operator": k, "transduce": round(ours.get(k, 0.0), 3), "hf": round(hf.get(k, 0.0), 3)}
+            for k in rest
+        ),
     ]
-    lines += [f"| {k} | {ours.get(k, 0.0):.3f} | {hf.get(k, 0.0):.3f} |" for k in rest]
-    return lines
 
 
 def main() -> None:
@@ -129,30 +127,37 @@ def main() -> None:
                 hf_rss = res["rss_mb"]
             if args.profile:
                 hf_ops = peer.request({**request, "steps": 0, "profile": True})["ops"]
-                profiles += profile_lines(f"{preset}, {precision}", our_profile(*ours_args), hf_ops)
+                operators = profile_rows(our_profile(*ours_args), hf_ops)
+                profiles.append({"preset": preset, "precision": precision, "rows": operators})
             ours_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             for engine, values, rss in (("transduce", ours_t, ours_rss), ("hf", hf_t, hf_rss)):
                 median = statistics.median(values)
                 rows.append(
-                    f"| {preset} | {precision} | {engine} | {median:.3f} | {tokens / median:.0f} | "
-                    f"{statistics.median(hf_t) / median:.2f}x | {rss:.0f} |"
+                    {
+                        "preset": preset,
+                        "precision": precision,
+                        "engine": engine,
+                        "seconds_per_step": round(median, 3),
+                        "tokens_per_s": round(tokens / median),
+                        "peak_rss_mb": round(rss),
+                    }
                 )
         peer.close()
-    lines = [
-        f"## Training throughput ({time.strftime('%Y-%m-%d')})\n",
-        f"Command: `python -m bench.train.throughput --presets {' '.join(args.presets)} --precision "
-        f"{' '.join(args.precision)} --reps {args.reps}{' --profile' if args.profile else ''}`  ",
-        f"Machine: {platform.machine()}, {args.threads} threads, torch {torch.__version__}.  ",
-        "Forward + backward + Adam on one batch of 128 x 32 target tokens, dropout 0, label "
-        "smoothing 0.1, same weights (Marian export); median of interleaved steps. Peak RSS is per process "
-        "(ours includes the benchmark driver).\n",
-        "| preset | precision | engine | s/step | target tokens/s | vs HF | peak RSS MB |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
-        *profiles,
-    ]
-    write_section("train", lines)
-    print("\n".join(lines))
+    write_record(
+        "train",
+        "train",
+        title="Training throughput, CPU",
+        command=f"python -m bench.train.throughput --presets {' '.join(args.presets)} --precision "
+        f"{' '.join(args.precision)} --reps {args.reps}{' --profile' if args.profile else ''}",
+        host=host_line(args.threads),
+        setup=(
+            "Forward + backward + Adam on one batch of 128 x 32 target tokens, dropout 0, label smoothing "
+            "0.1, same weights (Marian export); median of interleaved steps. Peak RSS is per process (ours "
+            "includes the benchmark driver). Profiles: torch.profiler, self CPU seconds per operator."
+        ),
+        rows=rows,
+        profiles=profiles,
+    )
 
 
 if __name__ == "__main__":
