@@ -60,9 +60,18 @@ def ratio(value: float) -> str:
     return f"{value:.2f}x"
 
 
+def dated(runs: list[dict]) -> str:
+    """The span of the runs' dates, and how many records carry none (written before they did)."""
+    dates = sorted(r["date"] for r in runs if r.get("date"))
+    span = f"{dates[0]} to {dates[-1]}" if dates else ""
+    undated = len(runs) - len(dates)
+    return "; ".join(filter(None, [span, f"{undated} of {len(runs)} records undated" if undated else ""]))
+
+
 def mt_quality(records: Path) -> Lines:
     grouped = compare.groups(compare.load(records / "mt-compare"))
-    cpus = sorted({r["machine"]["cpu"] for runs in grouped.values() for r in runs if r.get("machine")})
+    runs = [r for group in grouped.values() for r in group]
+    cpus = sorted({r["machine"]["cpu"] for r in runs if r.get("machine")})
     long_columns = {k: compare.COLUMNS[k] for k in ("system", "seeds", "bleu", "chrf", "updates", "tokens")}
     short_columns = {k: v for k, v in compare.COLUMNS.items() if k not in ("budget", "tokens")}
     return [
@@ -87,7 +96,7 @@ def mt_quality(records: Path) -> Lines:
         "`python -m bench.mt.toolkits --toolkit joeynmt|onmt [--recipe small-fast] --data bench/out/l10n-de "
         "--spm bench/out/l10n-de-data[-4000]/src.spm --minutes 60 --seed N [--host slower]`; each run's "
         "exact commands are in its record, `bench/records/mt-compare/`.  ",
-        f"Host: {', '.join(cpus) or 'not recorded'}, 2 CPUs, one thread per run. Date: 2026-11-24 to 26. "
+        f"Host: {', '.join(cpus) or 'not recorded'}, 2 CPUs, one thread per run. Date: {dated(runs)}. "
         "`python -m bench.mt.recipes --report` prints the full table. Notes: [mt](results/mt.md).",
     ]
 

@@ -264,6 +264,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "seed": seed,
         "direction": f"{SRC}-{TGT}",
         "vocab_size": vocab_size,
+        "date": time.strftime("%Y-%m-%d"),  # when the record was written (the results page shows it)
         "budget_minutes": args.minutes,
         "threads": args.threads,
         "minutes": state["train_seconds"] / 60,

@@ -952,6 +952,7 @@ def run(args: argparse.Namespace) -> Path:
         "data": str(args.data),
         "spm": str(args.spm),
         "direction": f"{src}-{tgt}",
+        "date": time.strftime("%Y-%m-%d"),  # when the record was written (the results page shows it)
         "budget_minutes": args.minutes,
         "threads": args.threads,
         "minutes": trained["minutes"],
