@@ -53,10 +53,12 @@ def by(rows: list[dict], *keys: str) -> dict[tuple, dict]:
 
 
 def seconds(value: float | None) -> str:
+    """A time as the page shows it: three significant digits, '-' for none."""
     return "-" if value is None else f"{value:.3g}"
 
 
 def ratio(value: float) -> str:
+    """A speed ratio: 2.04x."""
     return f"{value:.2f}x"
 
 
@@ -69,6 +71,7 @@ def dated(runs: list[dict]) -> str:
 
 
 def mt_quality(records: Path) -> Lines:
+    """The MT comparison's runs at 60 minutes (ours and the peers') and at 20 (screen, ablation)."""
     grouped = compare.groups(compare.load(records / "mt-compare"))
     runs = [r for group in grouped.values() for r in group]
     cpus = sorted({r["machine"]["cpu"] for r in runs if r.get("machine")})
@@ -102,6 +105,7 @@ def mt_quality(records: Path) -> Lines:
 
 
 def versus_marian(records: Path) -> Lines:
+    """Three seeds of `small` against a MarianMTModel trained the same way, and the recipe check."""
     runs = [newest(records, "mt", f"mt-small{suffix}") for suffix in ("", "-seed2", "-seed3")]
     rows = []
     for seed, record in enumerate(runs, 1):
@@ -143,6 +147,7 @@ def versus_marian(records: Path) -> Lines:
 
 
 def domain(records: Path) -> Lines:
+    """Fine-tuning on a new domain, directly and through OPUS-MT's format."""
     record = newest(records, "mt", "domain")
     columns = {"model": "model", "updates": "updates", "cpu_seconds": "CPU s"}
     scores = {"ddtp": "DDTP test BLEU / chrF", "l10n": "l10n test BLEU / chrF"}
@@ -163,6 +168,7 @@ def domain(records: Path) -> Lines:
 
 
 def decoding_speed(records: Path) -> Lines:
+    """Seconds per batch of every engine, transduce's speed-ups beside them."""
     record = newest(records, "decode", "decode")
     rows = record["rows"]
     cells = by(rows, "preset", "search", "engine")
@@ -217,6 +223,7 @@ def e2e_table(record: dict, engines: dict[tuple[str, str], str], threads: tuple[
 
 
 def end_to_end(records: Path) -> Lines:
+    """Real text, raw in and detokenised out: the recommended model, and one HF can run too."""
     fast = newest(records, "decode", "decode-e2e-small-fast")
     small = newest(records, "decode", "decode-e2e")
     fast_engines = {
@@ -249,6 +256,7 @@ def end_to_end(records: Path) -> Lines:
 
 
 def quantize(records: Path) -> Lines:
+    """What int8 decoding costs in quality."""
     record = newest(records, "decode", "quantize")
     columns = {
         "split": "split",
@@ -268,6 +276,7 @@ def quantize(records: Path) -> Lines:
 
 
 def cpu_training(records: Path) -> Lines:
+    """Training throughput against HF per preset and precision, with peak memory."""
     record = newest(records, "train", "train")
     cells = by(record["rows"], "preset", "precision", "engine")
     table = []
@@ -295,6 +304,7 @@ def cpu_training(records: Path) -> Lines:
 
 
 def gpu(records: Path) -> Lines:
+    """The newest device session: training at its largest batch, decoding, a real run."""
     record = newest(records, "gpu", "gpu-session")
     measured = json.loads((records / "gpu" / record["results"] / "gpu.json").read_text(encoding="utf-8"))
     largest = max(r["tokens"] for r in measured["train"])
@@ -340,6 +350,7 @@ def gpu(records: Path) -> Lines:
 
 
 def scaling(records: Path) -> Lines:
+    """Full against local attention as inputs grow."""
     record = newest(records, "scaling", "scaling")
     rows = [r | {"full / local": f"{r['full_s'] / r['local_s']:.2f}"} for r in record["rows"]]
     columns = {"length": "length", "full_s": "full s", "local_s": "local s", "full_mb": "full MB"}
@@ -355,6 +366,7 @@ def scaling(records: Path) -> Lines:
 
 
 def algorithmic_runs(records: Path) -> dict[tuple[str, str, str], list[dict]]:
+    """The main grid's runs, by (task, model, positions)."""
     folder = records / "algorithmic" / ALGORITHMIC_SETTING
     grouped: dict[tuple[str, str, str], list[dict]] = {}
     for path in sorted(folder.glob("*-seed*.json")):
@@ -364,12 +376,14 @@ def algorithmic_runs(records: Path) -> dict[tuple[str, str, str], list[dict]]:
 
 
 def accuracy(runs: list[dict] | None) -> str:
+    """Mean character / sequence accuracy over the seeds of one cell."""
     if not runs:
         return "-"
     return f"{statistics.fmean(r['char'] for r in runs):.2f} / {statistics.fmean(r['seq'] for r in runs):.2f}"
 
 
 def algorithmic(records: Path) -> Lines:
+    """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
     runs = algorithmic_runs(records)
     models = ("transformer", "ut", "ut_act")
 
@@ -431,6 +445,7 @@ LOAD_COLUMNS = {
 
 
 def serving(records: Path) -> Lines:
+    """Throughput with and without batching; small requests' latency under a maximal one."""
     load, latency = newest(records, "serve", "serving"), newest(records, "serve", "serving-latency")
     columns = {"server": "server", "load": "load", "small_requests": "small requests", "p50_ms": "p50 ms"}
     return [
@@ -451,6 +466,7 @@ def serving(records: Path) -> Lines:
 
 
 def demo(records: Path) -> Lines:
+    """What `make demo` prints."""
     record = newest(records, "demo", "demo")
     return [
         "## The demo",
