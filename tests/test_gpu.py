@@ -1,7 +1,7 @@
 """On CUDA, what the CPU suite checks on the CPU: cached decoding equals the full forward pass,
 beam search finds the brute-force optimum, the CPU-only packing stays off, mixed-precision
 training steps track fp32 (fp16 with loss scaling), resume is exact, torchrun with NCCL, and the
-server answering on a CUDA model. Marked `gpu`, skipped without CUDA (`bench/gpu.sh` runs them on
+server answering on a CUDA model. Marked `gpu`, skipped without CUDA (`bench/gpu/gpu.sh` runs them on
 a lent device; CI never needs them). TRANSDUCE_TEST_DEVICE=cpu runs the same tests on the CPU,
 to check the tests themselves."""
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import reprlib
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomllib
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
@@ -27,7 +27,7 @@ class ConfigError(ValueError):
 WIDTH_MAX = 65536  # d_model, d_ff: 5x GPT-3's d_model (12288); T5-11B's d_ff is 65536
 DEPTH_MAX = 64  # layers per stack
 POSITIONS_MAX = 65536  # sequence positions: learned tables, windows, decode lengths
-COUNT_MAX = 10**9  # steps and step intervals (bench/mt.py runs "1e8 steps" under a time budget)
+COUNT_MAX = 10**9  # steps and step intervals (bench/mt/vs_marian.py runs "1e8 steps" under a time budget)
 TOKENS_MAX = 1 << 20  # tokens in one batch
 SEED_MAX = 2**32 - 1  # a 32-bit seed, which every numpy and torch generator takes
 TASK_LEN_MAX = 1000  # generated-task lengths (the Universal Transformer paper tests up to 400)
