@@ -369,6 +369,11 @@ class DecodeConfig(_Section):
         None, ge=0, le=SEED_MAX, description=f"sampling seed (none: torch's global RNG); 0..{SEED_MAX}"
     )
     num_samples: int = Field(1, ge=1, le=1000, description="samples per input; 1..1000")
+    # decode/static.py: fixed-shape caches, and on CUDA the decoder step replayed as a CUDA graph.
+    static_cache: bool = Field(
+        False,
+        description="fixed-shape decoder caches; on CUDA one captured graph per step (plain Transformers)",
+    )
 
     @model_validator(mode="after")
     def _nbest_within_beam(self, info: ValidationInfo) -> DecodeConfig:

@@ -24,6 +24,7 @@ from .search import (
     max_output_length,
 )
 from .shortlist import Shortlist, Shortlisted
+from .static import StaticDecoder
 
 
 def decode_all(
@@ -60,6 +61,10 @@ def decode_all(
     decoding = decoding_of(model)
     check_for_model(model, cfg, use_greedy, prefixed=prefixes is not None)
     forced_all = _forced_prefixes(decoding, sources, prefixes, cfg)
+    if cfg.static_cache and shortlist is not None:
+        raise ValueError(
+            "static_cache decodes over the whole vocabulary; it does not combine with a shortlist"
+        )
     base_seed = cfg.seed
     if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
         base_seed = int(torch.randint(0, 2**62, ()).item())
@@ -94,6 +99,9 @@ def decode_all(
         seeds = (
             [stream_seed(base_seed, numbers[i]) for i in idx] if cfg.sample and base_seed is not None else []
         )
+        if cfg.static_cache:
+            longest = max(max_output_length(len(sources[i]), cfg.max_len_a, cfg.max_len_b) for i in idx)
+            searched = StaticDecoder(searched, capacity=longest)
         hyps = _hypotheses(decoding, searched, src, cfg, use_greedy, seeds, options)
         for i, h in zip(idx, hyps, strict=True):
             if decoding.prompted:  # the continuation only
