@@ -1,17 +1,18 @@
-# Two commands on a fresh machine: `make demo` (set up + main job) and `make test` (set up + tests).
+# Two commands on a fresh machine: `make demo` (set up + main job) and `make test` (set up + tests,
+# and the documentation site's strict build). `make docs` serves the site while docs/ is edited.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,12 +25,17 @@ test: $(STAMP)
 		|| echo "chromium could not be installed; the browser test will be skipped"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+	# The site: a broken link, a missing anchor or an API page naming a missing module fails it.
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
-	$(BIN)/python bench/decode.py
+	$(BIN)/python -m bench.decode.speed
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

@@ -1,85 +1,542 @@
-"""Shared by the benchmarks: writing one section of bench/RESULTS.md (replaced in place on
-every run), a mean ± spread cell, the CPU's name and a quick measure of its speed."""
+"""The results page, docs/results.md, from the records in bench/records/: for each claim the newest
+record's numbers, the command that reproduces them, the host and the date.
+
+    python -m bench.results            # rewrite docs/results.md
+    python -m bench.results --check    # exit 1 when the page is not what the records give
+
+A benchmark adds a record (bench/records.py, `write_record`); this command makes the page show it.
+The dated narrative behind the numbers lives in docs/results/<topic>.md, written by hand."""
 
 from __future__ import annotations
 
-import os
-import platform
+import argparse
+import json
+import re
 import statistics
-import time
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
-import torch
+from bench.algorithmic.tasks import PAPER, TASKS
+from bench.mt import compare
+from bench.records import RECORDS, ROOT, markdown_table
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-
-
-def write_section(name: str, lines: list[str]) -> None:
-    """Put `lines` between `<!-- name:start -->` and `<!-- name:end -->` (appended the first time),
-    atomically, leaving the rest of the file as it is."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    text = "\n".join([start, *lines, end])
-    current = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    if start in current and end in current:
-        head, rest = current.split(start, 1)
-        current = head + text + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text + "\n"
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(current, encoding="utf-8")
-    os.replace(tmp, RESULTS)
+PAGE = ROOT / "docs" / "results.md"
+MAX_LINES = 300
+ALGORITHMIC_SETTING = "len40-400_steps1000_tok2048_06b7eff0"  # the grid at the paper's lengths
+Lines = list[str]
 
 
-def spread(values: list[float]) -> str:
-    """mean ± standard deviation (population, over seeds), or the one value."""
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+def newest(records: Path, topic: str, claim: str) -> dict:
+    """The claim's newest record, bench/records/<topic>/<claim>-<YYYY-MM-DD>.json."""
+    pattern = re.compile(re.escape(claim) + r"-(\d{4}-\d{2}-\d{2})\.json")
+    found = sorted(
+        (m.group(1), path) for path in (records / topic).glob("*.json") if (m := pattern.fullmatch(path.name))
+    )
+    if not found:
+        raise FileNotFoundError(f"no record of {claim!r} in {records / topic}")
+    return json.loads(found[-1][1].read_text(encoding="utf-8"))
 
 
-HOST_HELP = (
-    "label for a host whose speed differs from the reference runs' (e.g. slower): its runs get their "
-    "own rows in the mt-compare table and are paired only with runs of the same label"
-)
+def provenance(record: dict, notes: str) -> Lines:
+    """Where the numbers come from: the command, the host, the date and the topic's notes."""
+    return [
+        "",
+        f"`{record['command']}`  ",
+        f"Host: {record['host']}. Date: {record['date']}. Notes: [{notes}](results/{notes}.md).",
+    ]
 
 
-def host_suffix(host: str | None) -> str:
-    """What a run's record name gets for a labelled host (see HOST_HELP)."""
-    return f"-{host}-host" if host else ""
+def by(rows: list[dict], *keys: str) -> dict[tuple, dict]:
+    """Rows indexed by the values of `keys`."""
+    return {tuple(r[k] for k in keys): r for r in rows}
 
 
-def cpu_name() -> str:
-    """The CPU model, for the results (platform.processor() is empty on most Linux systems)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+def seconds(value: float | None) -> str:
+    """A time as the page shows it: three significant digits, '-' for none."""
+    return "-" if value is None else f"{value:.3g}"
 
 
-def host_probe(seconds: float = 1.0) -> dict[str, float]:
-    """One thread's float32 matrix-product GFLOP/s and copy GB/s, a few seconds before a run.
-
-    Hosts with the same CPU name have trained both transduce and OpenNMT-py ~1.5x slower than
-    others; runs record this to tell such hosts apart without a calibration run."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.randn(512, 512), torch.randn(512, 512)
-        gflops = 2 * 512**3 * _repeat(lambda: a @ b, seconds) / 1e9
-        x = torch.randn(16 * 2**20)  # 64 MiB: larger than the caches
-        y = torch.empty_like(x)
-        gbytes = 2 * x.numel() * x.element_size() * _repeat(lambda: y.copy_(x), seconds) / 1e9
-    finally:
-        torch.set_num_threads(threads)
-    return {"matmul_gflops": round(gflops, 1), "copy_gb_s": round(gbytes, 1)}
+def ratio(value: float) -> str:
+    """A speed ratio: 2.04x."""
+    return f"{value:.2f}x"
 
 
-def _repeat(work, seconds: float) -> float:
-    """Calls of `work` per second over about `seconds`."""
-    calls, began = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - began) < seconds:
-        work()
-        calls += 1
-    return calls / elapsed
+def dated(runs: list[dict]) -> str:
+    """The span of the runs' dates, and how many records carry none (written before they did)."""
+    dates = sorted(r["date"] for r in runs if r.get("date"))
+    span = f"{dates[0]} to {dates[-1]}" if dates else ""
+    undated = len(runs) - len(dates)
+    return "; ".join(filter(None, [span, f"{undated} of {len(runs)} records undated" if undated else ""]))
+
+
+def mt_quality(records: Path) -> Lines:
+    """The MT comparison's runs at 60 minutes (ours and the peers') and at 20 (screen, ablation)."""
+    grouped = compare.groups(compare.load(records / "mt-compare"))
+    runs = [r for group in grouped.values() for r in group]
+    cpus = sorted({r["machine"]["cpu"] for r in runs if r.get("machine")})
+    long_columns = {k: compare.COLUMNS[k] for k in ("system", "seeds", "bleu", "chrf", "updates", "tokens")}
+    short_columns = {k: v for k, v in compare.COLUMNS.items() if k not in ("budget", "tokens")}
+    return [
+        "## Translation quality per CPU hour",
+        "",
+        "English→German on the l10n corpus (562k human translations from Debian's gettext catalogs), one "
+        "CPU thread per run, test BLEU / chrF on its 2,000 test lines (beam 4, sacrebleu), mean ± standard "
+        "deviation over seeds. `small-fast` rows score the final weights; `small-fast+avg5` is the preset "
+        "as it ships (the mean of its last five checkpoints). Rows marked `[slower host]` ran on hosts "
+        "about 1.5x slower (for every toolkit) and pair only among themselves.",
+        "",
+        "60 minutes of training (peers: of their training process):",
+        "",
+        *markdown_table(compare.rows(grouped, 60.0), long_columns),
+        "",
+        "20 minutes: the screen that found `small-fast` (each row adds one change to the one above it) "
+        "and its one-change ablation (last column: BLEU against the row without the change, paired seeds):",
+        "",
+        *markdown_table(compare.rows(grouped, 20.0), short_columns),
+        "",
+        "`python -m bench.mt.recipes --recipes RECIPE --minutes M --seeds 1 2 3 [--host slower]`; peers: "
+        "`python -m bench.mt.toolkits --toolkit joeynmt|onmt [--recipe small-fast] --data bench/out/l10n-de "
+        "--spm bench/out/l10n-de-data[-4000]/src.spm --minutes 60 --seed N [--host slower]`; each run's "
+        "exact commands are in its record, `bench/records/mt-compare/`.  ",
+        f"Host: {', '.join(cpus) or 'not recorded'}, 2 CPUs, one thread per run. Date: {dated(runs)}. "
+        "`python -m bench.mt.recipes --report` prints the full table. Notes: [mt](results/mt.md).",
+    ]
+
+
+def versus_marian(records: Path) -> Lines:
+    """Three seeds of `small` against a MarianMTModel trained the same way, and the recipe check."""
+    runs = [newest(records, "mt", f"mt-small{suffix}") for suffix in ("", "-seed2", "-seed3")]
+    rows = []
+    for seed, record in enumerate(runs, 1):
+        ours, hf = (
+            by(record["rows"], "system")[("transduce",)],
+            by(record["rows"], "system")[("HF MarianMTModel",)],
+        )
+        rows.append({"seed": seed, "ours": ours, "hf": hf})
+    mean = {
+        side: {m: statistics.fmean(r[side][m] for r in rows) for m in ("bleu", "chrf")}
+        for side in ("ours", "hf")
+    }
+    parity = newest(records, "mt", "mt-parity-small")
+    any_seed = re.sub(r" --seed \d+", "", runs[-1]["command"])
+    return [
+        "## Against a Hugging Face MarianMTModel, same recipe",
+        "",
+        "The `small` preset and a MarianMTModel from the same initial weights, on the same batches with "
+        "the same recipe, 60 minutes of one CPU thread each, side by side (8,000-piece BPE; test: 2,000 "
+        "pairs, beam 4):",
+        "",
+        "| seed | transduce BLEU / chrF | HF BLEU / chrF | updates (transduce / HF) |",
+        "|---|---|---|---|",
+        *(
+            f"| {r['seed']} | {r['ours']['bleu']:.2f} / {r['ours']['chrf']:.2f} | {r['hf']['bleu']:.2f} / "
+            f"{r['hf']['chrf']:.2f} | {r['ours']['steps']} / {r['hf']['steps']} |"
+            for r in rows
+        ),
+        f"| mean | {mean['ours']['bleu']:.2f} / {mean['ours']['chrf']:.2f} | {mean['hf']['bleu']:.2f} / "
+        f"{mean['hf']['chrf']:.2f} | |",
+        "",
+        f"Without dropout the two systems' training losses differ by at most {parity['max_difference']} "
+        f"over {parity['steps']} steps (`{parity['command']}`, {parity['date']}): the recipes are the same.",
+        "",
+        f"`{any_seed} --seed N`  ",
+        f"Host: {runs[-1]['host']}. Date: {runs[0]['date']} to {runs[-1]['date']}. "
+        "Notes: [mt](results/mt.md).",
+    ]
+
+
+def domain(records: Path) -> Lines:
+    """Fine-tuning on a new domain, directly and through OPUS-MT's format."""
+    record = newest(records, "mt", "domain")
+    columns = {"model": "model", "updates": "updates", "cpu_seconds": "CPU s"}
+    scores = {"ddtp": "DDTP test BLEU / chrF", "l10n": "l10n test BLEU / chrF"}
+
+    def pair(side: str) -> Callable[[dict], str]:
+        return lambda r: f"{r[f'{side}_bleu']:.2f} / {r[f'{side}_chrf']:.2f}"
+
+    rows = [{**r, **{side: pair(side)(r) for side in scores}} for r in record["rows"]]
+    return [
+        "## Domain adaptation",
+        "",
+        "A general En→De model (l10n) fine-tuned on Debian package descriptions (DDTP), directly and "
+        "through OPUS-MT's format (`export --format marian`, then `import marian`):",
+        "",
+        *markdown_table(rows, columns | scores),
+        *provenance(record, "mt"),
+    ]
+
+
+def decoding_speed(records: Path) -> Lines:
+    """Seconds per batch of every engine, transduce's speed-ups beside them."""
+    record = newest(records, "decode", "decode")
+    rows = record["rows"]
+    cells = by(rows, "preset", "search", "engine")
+    engines = ("transduce", "transduce-unpacked", "transduce-int8", "hf", "ct2", "ct2-int8")
+    table = []
+    for preset, search in dict.fromkeys((r["preset"], r["search"]) for r in rows):
+        time = {e: cells[(preset, search, e)]["seconds"] for e in engines}
+        table.append(
+            {"preset": preset, "search": search}
+            | {e: seconds(time[e]) for e in engines}
+            | {
+                "vs_hf": ratio(time["hf"] / time["transduce"]),
+                "vs_ct2": ratio(time["ct2"] / time["transduce"]),
+            }
+        )
+    same = [r for r in rows if r["engine"] in ("transduce", "transduce-unpacked")]
+    headings = dict(zip(engines, ("transduce", "unpacked", "int8", "HF", "CT2", "CT2 int8"), strict=True))
+    return [
+        "## Decoding speed",
+        "",
+        "Seconds per batch of 32 sentences, 40 output tokens each (EOS blocked), random weights shared by "
+        "every engine; transduce float32 (oneDNN-packed, the default), unpacked, and `--quantize int8`; "
+        "HF `generate`; CTranslate2 float32 and int8. Speed-ups are of transduce float32. transduce float32 "
+        f"gives HF's tokens in {sum(r['same_tokens_as_hf'] for r in same)} of {len(same)} rows (packed and "
+        "unpacked).",
+        "",
+        *markdown_table(
+            table,
+            {"preset": "preset", "search": "search"} | headings | {"vs_hf": "vs HF", "vs_ct2": "vs CT2"},
+        ),
+        *provenance(record, "decoding"),
+    ]
+
+
+def e2e_table(record: dict, engines: dict[tuple[str, str], str], threads: tuple[int, ...]) -> Lines:
+    """Seconds per (lines, search, threads) for the given (engine, weights), BLEU of the first."""
+    rows = [r for r in record["rows"] if r["vocabulary"] == "full" and r["threads"] in threads]
+    cells = by(rows, "lines", "search", "threads", "engine", "weights")
+    table = []
+    for lines, search, count in dict.fromkeys((r["lines"], r["search"], r["threads"]) for r in rows):
+        row = {"lines": lines, "search": search, "threads": count}
+        for (engine, weights), heading in engines.items():
+            row[heading] = seconds(cells.get((lines, search, count, engine, weights), {}).get("seconds"))
+        bleus = [
+            cells[(lines, search, count, e, w)]["bleu"]
+            for e, w in engines
+            if (lines, search, count, e, w) in cells
+        ]
+        row["BLEU"] = " / ".join(f"{b:.1f}" for b in bleus)
+        table.append(row)
+    return markdown_table(table, {key: key for key in table[0]})
+
+
+def end_to_end(records: Path) -> Lines:
+    """Real text, raw in and detokenised out: the recommended model, and one HF can run too."""
+    fast = newest(records, "decode", "decode-e2e-small-fast")
+    small = newest(records, "decode", "decode-e2e")
+    fast_engines = {
+        ("transduce", "float32"): "transduce",
+        ("transduce", "int8"): "transduce int8",
+        ("CTranslate2", "float32"): "CT2",
+        ("CTranslate2", "int8"): "CT2 int8",
+    }
+    hf_engines = {
+        ("transduce", "float32"): "transduce",
+        ("CTranslate2", "float32"): "CT2",
+        ("HF generate", "float32"): "HF",
+    }
+    return [
+        "## Decoding real text",
+        "",
+        "Seconds to translate the l10n test set (all 2,000 lines, and the 500 longest) from raw text to "
+        "detokenised text, tokenisation included, the same length-sorted batches of 4,096 source tokens "
+        "for every engine. The `small-fast` checkpoint (60 CPU minutes); BLEU in the order of the columns:",
+        "",
+        *e2e_table(fast, fast_engines, (1, 2)),
+        *provenance(fast, "decoding"),
+        "",
+        "The `small` checkpoint (d 256, 3+3 layers, post-norm: it exports to Marian, so HF `generate` runs "
+        "it too), one thread:",
+        "",
+        *e2e_table(small, hf_engines, (1,)),
+        *provenance(small, "decoding"),
+    ]
+
+
+def quantize(records: Path) -> Lines:
+    """What int8 decoding costs in quality."""
+    record = newest(records, "decode", "quantize")
+    columns = {
+        "split": "split",
+        "weights": "weights",
+        "bleu": "BLEU",
+        "chrf": "chrF",
+        "seq_acc": "sequence accuracy",
+    }
+    return [
+        "## What int8 costs",
+        "",
+        "The demo's model (`reverse` task), beam 4, float32 against `--quantize int8`:",
+        "",
+        *markdown_table(record["rows"], columns | {"decode_s": "decode s"}),
+        *provenance(record, "decoding"),
+    ]
+
+
+def cpu_training(records: Path) -> Lines:
+    """Training throughput against HF per preset and precision, with peak memory."""
+    record = newest(records, "train", "train")
+    cells = by(record["rows"], "preset", "precision", "engine")
+    table = []
+    for preset, precision in dict.fromkeys((r["preset"], r["precision"]) for r in record["rows"]):
+        ours, hf = cells[(preset, precision, "transduce")], cells[(preset, precision, "hf")]
+        table.append(
+            {
+                "preset": preset,
+                "precision": precision,
+                "transduce tokens/s": ours["tokens_per_s"],
+                "HF tokens/s": hf["tokens_per_s"],
+                "vs HF": ratio(ours["tokens_per_s"] / hf["tokens_per_s"]),
+                "peak RSS MB (transduce / HF)": f"{ours['peak_rss_mb']} / {hf['peak_rss_mb']}",
+            }
+        )
+    return [
+        "## Training throughput, CPU",
+        "",
+        "Target tokens per second of forward + backward + Adam on one batch of 128 x 32 target tokens, "
+        "the same weights and batch for both, 2 threads:",
+        "",
+        *markdown_table(table),
+        *provenance(record, "training"),
+    ]
+
+
+def gpu(records: Path) -> Lines:
+    """The newest device session: training at its largest batch, decoding, a real run."""
+    record = newest(records, "gpu", "gpu-session")
+    measured = json.loads((records / "gpu" / record["results"] / "gpu.json").read_text(encoding="utf-8"))
+    largest = max(r["tokens"] for r in measured["train"])
+    train = [
+        {
+            "preset": r["preset"],
+            "precision": r["precision"],
+            "compiled": r["compile"],
+            "tokens/s": f"{r['tokens_per_s']:,.0f}",
+            "TFLOP/s": f"{r['tflops']:.1f}",
+            "MFU": f"{r['mfu']:.1%}",
+            "peak GiB": f"{r['peak_gib']:.1f}",
+        }
+        for r in measured["train"]
+        if r["tokens"] == largest
+    ]
+    decode = by(measured["decode"], "preset", "precision", "search")
+    decoding = [
+        {"preset": p, "precision": q}
+        | {f"{s} tokens/s": f"{decode[(p, q, s)]['tokens_per_s']:,.0f}" for s in ("greedy", "beam 4")}
+        for p, q in dict.fromkeys((r["preset"], r["precision"]) for r in measured["decode"])
+    ]
+    run = record["rows"][0]
+    tests = record["gpu_tests"]
+    return [
+        "## GPU",
+        "",
+        f"`gpu` tests: {tests['passed']} of {tests['of']} pass. Training throughput at {largest:,} target "
+        "tokens a batch (random batches, vocabulary 32,000, fused Adam; MFU of the device's dense peak):",
+        "",
+        *markdown_table(train),
+        "",
+        "Decoding, 64 sentences of 32 output tokens:",
+        "",
+        *markdown_table(decoding),
+        "",
+        f"A real run: `transduce train base` on l10n En→De in bf16 for {run['train_minutes']} minutes "
+        f"({run['updates']:,} updates, {run['target_tokens'] / 1e6:.1f}M target tokens, "
+        f"{run['tokens_per_s'] / 1000:.0f}k tokens/s, still in warmup): test BLEU {run['bleu']:.2f}, "
+        f"chrF {run['chrf']:.2f}.",
+        *provenance(record, "gpu"),
+    ]
+
+
+def scaling(records: Path) -> Lines:
+    """Full against local attention as inputs grow."""
+    record = newest(records, "scaling", "scaling")
+    rows = [r | {"full / local": f"{r['full_s'] / r['local_s']:.2f}"} for r in record["rows"]]
+    columns = {"length": "length", "full_s": "full s", "local_s": "local s", "full_mb": "full MB"}
+    return [
+        "## Attention over long inputs",
+        "",
+        "The `base` encoder's forward pass on one sequence, full attention against local attention "
+        "(radius 64, computed in blocks):",
+        "",
+        *markdown_table(rows, columns | {"local_mb": "local MB", "full / local": "full / local time"}),
+        *provenance(record, "attention"),
+    ]
+
+
+def algorithmic_runs(records: Path) -> dict[tuple[str, str, str], list[dict]]:
+    """The main grid's runs, by (task, model, positions)."""
+    folder = records / "algorithmic" / ALGORITHMIC_SETTING
+    grouped: dict[tuple[str, str, str], list[dict]] = {}
+    for path in sorted(folder.glob("*-seed*.json")):
+        run = json.loads(path.read_text(encoding="utf-8"))
+        grouped.setdefault((run["task"], run["model"], run["positions"]), []).append(run)
+    return grouped
+
+
+def accuracy(runs: list[dict] | None) -> str:
+    """Mean character / sequence accuracy over the seeds of one cell."""
+    if not runs:
+        return "-"
+    return f"{statistics.fmean(r['char'] for r in runs):.2f} / {statistics.fmean(r['seq'] for r in runs):.2f}"
+
+
+def algorithmic(records: Path) -> Lines:
+    """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
+    runs = algorithmic_runs(records)
+    models = ("transformer", "ut", "ut_act")
+
+    def paper(task: str, model: str) -> str:
+        return "{:.2f} / {:.2f}".format(*PAPER[task][model])
+
+    long = [
+        {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
+        | {
+            f"ours, {positions}: {label}": accuracy(runs.get((task, model, positions)))
+            for positions in ("offset", "subset_spread")
+            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+        }
+        for task in ("copy", "reverse", "addition")
+    ]
+    lte = [
+        {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
+        | {
+            f"ours: {label}": accuracy(runs.get((task, model, "none")))
+            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+        }
+        for task in TASKS
+        if TASKS[task].lte
+    ]
+    every = [r for group in runs.values() for r in group]
+    minutes = statistics.median(r["train_cpu_minutes"] for r in every)
+    machines = sorted({r["machine"] for r in every if r.get("machine")})
+    return [
+        "## Length generalisation: the Universal Transformer's tasks",
+        "",
+        "Character / sequence accuracy at length 400 after training on lengths 1-40 (1,000 updates of "
+        "2,048 tokens, tensor2tensor's tiny sizes, mean of 3 seeds), with the paper's random start offsets "
+        "and with random position subsets evaluated on spread positions (`subset_spread`), beside the "
+        "paper's Table 3:",
+        "",
+        *markdown_table(long),
+        "",
+        "Learning to Execute's memorisation tasks at length 55, in distribution (dev split):",
+        "",
+        *markdown_table(lte),
+        "",
+        "`python -m bench.algorithmic.grid --tasks copy reverse addition --models transformer ut ut_act "
+        "--positions none offset subset_spread --seeds 3 --lte --threads 1`  ",
+        f"Host: {'; '.join(machines) or 'one CPU thread (x86_64, torch 2.13.0+cpu)'}, "
+        f"a median {minutes:.0f} CPU minutes of training a run. Records: "
+        f"`bench/records/algorithmic/{ALGORITHMIC_SETTING}/` ({len(every)} runs). Notes: "
+        "[algorithmic](results/algorithmic.md).",
+    ]
+
+
+LOAD_COLUMNS = {
+    "batching": "dynamic batching",
+    "requests": "requests",
+    "errors": "errors",
+    "p50_ms": "p50 ms",
+    "p99_ms": "p99 ms",
+    "segments_per_s": "segments/s",
+}
+
+
+def serving(records: Path) -> Lines:
+    """Throughput with and without batching; small requests' latency under a maximal one."""
+    load, latency = newest(records, "serve", "serving"), newest(records, "serve", "serving-latency")
+    columns = {"server": "server", "load": "load", "small_requests": "small requests", "p50_ms": "p50 ms"}
+    return [
+        "## Serving",
+        "",
+        "16 closed-loop clients against `transduce serve` (`small` preset, greedy, 1 thread), dynamic "
+        "batching on and off:",
+        "",
+        *markdown_table(load["rows"], LOAD_COLUMNS, {"batching": lambda on: "on" if on else "off"}),
+        *provenance(load, "serving"),
+        "",
+        "Small requests while a maximal request (64 x 127 symbols, beam 4) is decoded, before and after "
+        "requests took turns:",
+        "",
+        *markdown_table(latency["rows"], columns | {"p99_ms": "p99 ms", "large_s": "large request s"}),
+        *provenance(latency, "serving"),
+    ]
+
+
+def demo(records: Path) -> Lines:
+    """What `make demo` prints."""
+    record = newest(records, "demo", "demo")
+    return [
+        "## The demo",
+        "",
+        "`make demo`: the `small` preset on the `reverse` task, 1,000 steps (about 10 minutes on 2 cores):",
+        "",
+        *markdown_table(
+            record["rows"],
+            {"split": "split", "char_acc": "character accuracy", "seq_acc": "sequence accuracy"},
+        ),
+        "",
+        f"Host: {record['host']}. Date: {record['date']}.",
+    ]
+
+
+SECTIONS: list[Callable[[Path], Lines]] = [
+    mt_quality,
+    versus_marian,
+    domain,
+    decoding_speed,
+    end_to_end,
+    quantize,
+    cpu_training,
+    gpu,
+    scaling,
+    algorithmic,
+    serving,
+    demo,
+]
+
+
+def render(records: Path = RECORDS) -> str:
+    """The whole page."""
+    lines = [
+        "# Results",
+        "",
+        "<!-- Generated by `python -m bench.results` from bench/records/; edit the records or the "
+        "generator, not this page (tests/test_results_page.py checks it is current). -->",
+        "",
+        "The newest number for each claim, with the command that reproduces it, its host and its date. "
+        "Ratios compare engines measured in one run on one machine; CPU hosts are 2-core x86_64 machines. "
+        "The notes behind the numbers, what was tried and what it superseded: [MT](results/mt.md), "
+        "[decoding](results/decoding.md), [training](results/training.md), [GPU](results/gpu.md), "
+        "[attention](results/attention.md), [algorithmic tasks](results/algorithmic.md), "
+        "[serving](results/serving.md).",
+    ]
+    for section in SECTIONS:
+        lines += ["", *section(records)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=Path, default=RECORDS, help="the records to read")
+    parser.add_argument("--out", type=Path, default=PAGE, help="the page to write")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    args = parser.parse_args()
+    page = render(args.records)
+    if args.check:
+        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        if current != page:
+            sys.exit(f"{args.out} is not what the records give: run python -m bench.results")
+        return
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(args.out)
+    print(f"{args.out}: {page.count(chr(10))} lines")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,17 +6,20 @@ import time
 
 import uvicorn
 
+from transduce.serve import Listen
+from transduce.serve.listen import uvicorn_settings
+
 
 class Server:
-    """uvicorn in a thread on a free loopback port."""
+    """uvicorn in a thread on a free loopback port, set up as `transduce serve` sets it up
+    (`options`: more of `Listen`'s settings)."""
 
-    def __init__(self, app):
+    def __init__(self, app, **options):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
+        listen = Listen(port=self.port, **options)
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **uvicorn_settings(listen)))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 20

@@ -11,6 +11,7 @@ import gzip
 import json
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,34 @@ def lock_is_a_folder(run: Path, tmp: Path) -> list[str]:
     return ["train", "small", *TINY, "--run-dir", str(tmp / "t")]
 
 
+def too_long(tmp: Path) -> str:
+    """A file name longer than file systems take (255 bytes)."""
+    return str(tmp / ("x" * 300))
+
+
+def too_deep(tmp: Path) -> str:
+    """A path longer than the system takes (4096 bytes), each name in it short enough."""
+    return str(tmp.joinpath(*["y" * 200] * 25, "out"))
+
+
+def offsets_decreasing(run: Path, tmp: Path) -> list[str]:
+    """A dataset whose offsets go back: example 2 would have a negative length."""
+    data = dataset_copy(run, tmp)
+    offsets = np.load(data / "train.src.offsets.npy")
+    offsets[2] = offsets[1] - 1
+    np.save(data / "train.src.offsets.npy", offsets)
+    return train_on(data, tmp)
+
+
+def vocab_from_with(run: Path, tmp: Path, *extra: str) -> list[str]:
+    """prepare --vocab-from the run, with options that apply only to learning a vocabulary."""
+    corpus = tmp / "c"
+    corpus.mkdir()
+    for name in ("train.en", "train.de", "dev.en", "dev.de"):
+        (corpus / name).write_text("1 2\n")
+    return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "--vocab-from", str(run), *extra]
+
+
 def wider_config(meta: dict) -> None:
     meta["config"]["model"]["d_model"] = 64
 
@@ -180,6 +209,30 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--nbest over --beam",
         lambda r, t: ["translate", str(r), "--nbest", "5", "--beam", "4"],
         "must not exceed",
+    ),
+    (
+        "--sample --nbest 2",
+        lambda r, t: ["translate", str(r), "--sample", "--nbest", "2"],
+        "--nbest applies to beam search; for several samples per input give --num-samples",
+    ),
+    (
+        "--sample --beam 4",
+        lambda r, t: ["translate", str(r), "--sample", "--beam", "4"],
+        "--beam applies to beam search, not to sampling (--sample)",
+    ),
+    *(
+        (
+            f"{option} without --sample",
+            lambda r, t, option=option, value=value: ["translate", str(r), option, value],
+            f"{option} applies only to sampling; give --sample too",
+        )
+        for option, value in (
+            ("--temperature", "2"),
+            ("--num-samples", "3"),
+            ("--top-k", "5"),
+            ("--top-p", "0.5"),
+            ("--seed", "1"),
+        )
     ),
     (
         "--max-src-len -2",
@@ -261,6 +314,109 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "meta.json gives src_vocab_size 5, but the src vocabulary has",
     ),
     ("float token ids", float_tokens, "holds float64 values; dataset arrays hold integers"),
+    (
+        "prepare --vocab-from with --vocab-size",
+        lambda r, t: vocab_from_with(r, t, "--vocab-size", "300"),
+        "--vocab-from uses the model's as they are",
+    ),
+    (
+        "prepare --vocab-from with --separate-vocab",
+        lambda r, t: vocab_from_with(r, t, "--separate-vocab"),
+        "--vocab-size and --separate-vocab apply when prepare learns",
+    ),
+    (
+        "evaluate -o with --hyp",
+        lambda r, t: [
+            "evaluate",
+            "--hyp",
+            lines(t, "h", "a\n"),
+            "--ref",
+            lines(t, "r", "a\n"),
+            "-o",
+            str(t / "o"),
+        ],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o with --split",
+        lambda r, t: ["evaluate", str(r), "--split", "dev", "-o", str(t / "o")],
+        "--hyp, --split and --trees make none to keep",
+    ),
+    (
+        "evaluate -o a directory",
+        lambda r, t: [
+            "evaluate",
+            str(r),
+            "--src",
+            lines(t, "s", "1\n"),
+            "--ref",
+            lines(t, "r", "1\n"),
+            "-o",
+            str(t),
+        ],
+        "is a directory; -o takes a file path",
+    ),
+    ("dataset offsets going back", offsets_decreasing, "train.src offsets decrease"),
+    (
+        "translate -o a name over the file system's limit",
+        lambda r, t: ["translate", str(r), "-o", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "translate -o a name whose temporary name is over the limit",
+        lambda r, t: ["translate", str(r), "-o", str(t / ("x" * 250))],
+        "File name too long",
+    ),
+    (
+        "translate -o a path over the limit",
+        lambda r, t: ["translate", str(r), "-o", too_deep(t)],
+        "name too long",
+    ),
+    (
+        "score -o a name over the limit",
+        lambda r, t: [
+            "score",
+            str(r),
+            "--src",
+            lines(t, "s", "1\n"),
+            "--tgt",
+            lines(t, "g", "1\n"),
+            "-o",
+            too_long(t),
+        ],
+        "File name too long",
+    ),
+    (
+        "average -o a name over the limit",
+        lambda r, t: ["average", "--last", "1", "--run-dir", str(r), "-o", too_long(t)],
+        "File name too long",
+    ),
+    ("export -o a path over the limit", lambda r, t: ["export", str(r), "-o", too_deep(t)], "name too long"),
+    (
+        "prepare -o a name over the limit",
+        lambda r, t: ["prepare", "--task", "copy", "-o", too_long(t)],
+        "too long",
+    ),
+    (
+        "shortlist -o a name over the limit",
+        lambda r, t: ["shortlist", str(r / "data"), "-o", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "attention -o a name over the limit",
+        lambda r, t: ["attention", str(r), "1 2", "-o", too_long(t)],
+        "too long",
+    ),
+    (
+        "train --run-dir a name over the limit",
+        lambda r, t: ["train", "small", *TINY, "--run-dir", too_long(t)],
+        "File name too long",
+    ),
+    (
+        "train --run-dir a path over the limit",
+        lambda r, t: ["train", "small", *TINY, "--run-dir", too_deep(t)],
+        "File name too long",
+    ),
     ("dataset array a link out of it", array_linked_outside, "not a regular file (links, pipes"),
     (
         "attention --layers beyond the model",
@@ -279,11 +435,6 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("compressed corpus file cut short", truncated_gzip, "train.en.gz: unreadable after line 0"),
     ("a corpus file both plain and compressed", two_forms_of_a_corpus_file, "keep only one of them"),
     ("prepare --workers 0", lambda r, t: prepare_on(text_corpus(t), t, "--workers", "0"), "'--workers'"),
-    (
-        "prepare --vocab-from a generated task's run",
-        lambda r, t: prepare_on(text_corpus(t), t, "--vocab-from", str(r)),
-        "a symbol vocabulary (a generated task's), not a subword model",
-    ),
     (
         "syntax-aware model on data without trees",
         lambda r, t: ["train", "small", *TINY, "model.syntax_mask=hard", "--run-dir", str(t / "t")],
@@ -361,6 +512,42 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         ],
         "model.kind='decoder' needs model.decoder_layers >= 1",
     ),
+    (
+        "--prefix on a classifier",
+        lambda r, t: [
+            "translate",
+            str(classifier(t)),
+            "-i",
+            lines(t, "i", "1 2\n"),
+            "--prefix",
+            lines(t, "p", "low\n"),
+        ],
+        "forced prefixes do not apply to a classifier",
+    ),
+    (
+        "--prefix with a word outside the target vocabulary",
+        lambda r, t: [
+            "translate",
+            str(r),
+            "-i",
+            lines(t, "i", "1 2\n3\n"),
+            "--prefix",
+            lines(t, "p", "1\n2 zebra 3\n"),
+        ],
+        "p:2: 'zebra' is not in the model's target vocabulary (it would be read as <unk>)",
+    ),
+    (
+        "score --tgt with a word outside the target vocabulary",
+        lambda r, t: [
+            "score",
+            str(r),
+            "--src",
+            lines(t, "s", "1 2\n3\n"),
+            "--tgt",
+            lines(t, "g", "1 2\n3 zebra\n"),
+        ],
+        "g:2: 'zebra' is not in the model's target vocabulary",
+    ),
 ]
 
 
@@ -375,8 +562,16 @@ def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
+    assert result.output.strip().splitlines() == errors, result.output  # nothing else, no progress line
     assert fragment in result.output.replace("\n", " "), result.output
     assert "Traceback" not in result.output
+
+
+def classifier(tmp: Path) -> Path:
+    """A tiny classifier (the majority task), trained for two steps."""
+    return train_tiny(
+        tmp / "classifier", 2, "model.kind=encoder", "model.num_classes=3", "data.task=majority"
+    )
 
 
 def closed_stdout() -> None:
@@ -391,6 +586,12 @@ PROCESS_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], Callable[[], No
         lambda r, t: ["translate", str(r), "--greedy"],
         closed_stdout,
         "standard output is closed",
+    ),
+    (
+        "translate --sample with a classifier, progress shown (piped input)",
+        lambda r, t: ["translate", str(classifier(t)), "--sample"],
+        lambda: None,
+        "sampling does not apply to a classifier",
     ),
 ]
 
@@ -413,18 +614,94 @@ def test_bad_input_in_a_real_process_is_one_error_line(tmp_path, run, build, bef
     assert fragment in result.stderr
 
 
-def test_help_lists_every_option_of_every_command():
+def every_command() -> list[tuple[list[str], object]]:
+    """(the words that name it, the click command) for the app, its groups and their commands."""
     from typer.main import get_command
 
     group = get_command(app)
-    commands = [([name], command) for name, command in group.commands.items()]
-    commands += [(["import", name], c) for name, c in group.commands["import"].commands.items()]
-    for path, command in commands:
-        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+    commands = [([], group), (["import"], group.commands["import"])]
+    commands += [([name], command) for name, command in group.commands.items() if name != "import"]
+    return commands + [(["import", name], c) for name, c in group.commands["import"].commands.items()]
+
+
+def help_of(*words: str) -> str:
+    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_help_lists_every_option_of_every_command():
+    for path, command in every_command():
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         for param in command.params:
             for name in param.opts if param.param_type_name == "option" else []:
                 assert name in result.output, (path, name)
+
+
+def test_help_shows_values_as_a_user_types_them_not_as_python_types():
+    """No `<bool>` after a flag (typer's label, even on --help), no `list[Path]` or other Python type."""
+    for path, _ in every_command():
+        shown = help_of(*path)
+        for python in ("<bool>", "<str>", "<int>", "<float>", "<path>", "list[", "Path]"):
+            assert python not in shown, (path, python)
+        assert re.search(r"--help\s+Show this message", shown), path
+
+
+def option_row(shown: str, option: str) -> str:
+    """The row of an option in --help output: its first line and the lines that continue it."""
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"│\s+(\*\s+)?{option}\s", line))
+    rest = (i for i in range(start + 1, len(lines)) if re.match(r"(│\s+(\*\s+)?-|╰)", lines[i]))
+    return " ".join(lines[start : next(rest)])
+
+
+def choice_options() -> list[tuple[list[str], str, tuple[str, ...]]]:
+    """(command, option, the values that the library, where it checks the option, accepts) for
+    every option whose values are a closed set."""
+    from typing import get_args
+
+    from transduce.cli.conversion import EXPORT_FORMATS
+    from transduce.config import TaskName
+    from transduce.data.prepare import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
+    from transduce.data.source import SOURCE_FORMATS, SOURCE_TREES
+    from transduce.evaluate import SPLITS
+    from transduce.interop.ctranslate2 import CT2_QUANTIZATIONS
+    from transduce.store.load import QUANTIZE
+
+    rows = [([c], "--quantize", QUANTIZE) for c in ("translate", "evaluate", "score", "serve")]
+    rows += [(["prepare"], "--empty", EMPTY_PAIRS), (["prepare"], "--tabs", TABS)]
+    rows += [(["prepare"], "--control", CONTROL_CHARACTERS), (["prepare"], "--source-format", SOURCE_FORMATS)]
+    rows += [
+        (["prepare"], "--source-trees", SOURCE_TREES),
+        (["prepare"], "--task", (*get_args(TaskName), "parse")),
+    ]
+    rows += [(["evaluate"], "--split", SPLITS), (["export"], "--format", EXPORT_FORMATS)]
+    return [*rows, (["export"], "--quantization", CT2_QUANTIZATIONS)]
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "values"), choice_options(), ids=[f"{c[0]} {o}" for c, o, _ in choice_options()]
+)
+def test_help_names_every_value_of_a_choice_option(command, option, values):
+    """A short set of values is the option's metavar ([skip|reject]); a long one, which would not
+    fit the metavar column, is listed in the option's help under a metavar naming what it is."""
+    row = option_row(help_of(*command), option)
+    metavar = row.split(option, 1)[1].split()[0]
+    if len("|".join(values)) <= 30:
+        assert metavar == "[" + "|".join(values) + "]", row
+    else:
+        assert metavar not in ("TEXT", "<str>"), row
+        missing = [v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", row)]
+        assert not missing, (option, missing, row)
+
+
+def test_train_help_names_every_preset_with_its_size():
+    from transduce.config import PRESETS
+
+    shown = " ".join(help_of("train").split())
+    for name, preset in PRESETS.items():
+        assert f"{name} (d_model {preset['model']['d_model']}," in shown, name
 
 
 def test_nbest_keeps_a_row_for_empty_lines(run):

@@ -1,4 +1,4 @@
-"""bench/toolkits.py's sharded decoding: order kept, finished shards reused, short outputs refused.
+"""bench/mt/toolkits.py's sharded decoding: order kept, finished shards reused, short outputs refused.
 
 A peer's test decoding can outlast a session, so what it keeps must resume exactly; a fake toolkit
 stands in for JoeyNMT/OpenNMT-py (the real ones live in their own venv).
@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, where bench/ is
 
-from toolkits import decode_in_shards
-
+from bench.mt.toolkits import decode_in_shards
 from transduce.data.corpus import read_lines
 
 

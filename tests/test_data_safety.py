@@ -7,11 +7,14 @@ before (inputs and earlier outputs) byte-for-byte unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -24,8 +27,8 @@ from tiny import TINY, tiny_config, train_tiny
 from typer.testing import CliRunner
 
 from transduce.cli import app
-from transduce.fileio import RunLock, check_output_dir, written_by
-from transduce.store.checkpoint import load_checkpoint, step_checkpoints
+from transduce.fileio import RunLock, WriteError, check_output_dir, written_by
+from transduce.store.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
 from transduce.train.trainer import Trainer
 
 WORDS = [
@@ -191,6 +194,57 @@ def scene_translate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
     return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(newest / "model.safetensors")]
 
 
+def scene_translate_over_hard_link_to_input(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    os.link(tmp / "in.txt", tmp / "hard.txt")
+    return ["translate", str(run), "-i", str(tmp / "in.txt"), "-o", str(tmp / "hard.txt")]
+
+
+def scene_translate_over_hard_link_to_config(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    newest = step_checkpoints(run / "checkpoints")[-1]
+    os.link(newest / "config.json", tmp / "config.json")
+    return ["translate", str(newest), "-i", str(tmp / "in.txt"), "-o", str(tmp / "config.json")]
+
+
+def scene_score_over_hard_link_to_targets(tmp: Path, run: Path) -> list[str]:
+    (tmp / "src.txt").write_text("1 2\n")
+    (tmp / "tgt.txt").write_text("1 2\n")
+    os.link(tmp / "tgt.txt", tmp / "scores.txt")
+    argv = ["score", str(run), "--src", str(tmp / "src.txt"), "--tgt", str(tmp / "tgt.txt")]
+    return [*argv, "-o", str(tmp / "scores.txt")]
+
+
+def scene_evaluate_over_ref(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    (tmp / "ref.txt").write_text("2 1\n")
+    return [
+        "evaluate",
+        str(run),
+        "--src",
+        str(tmp / "in.txt"),
+        "--ref",
+        str(tmp / "ref.txt"),
+        "-o",
+        str(tmp / "ref.txt"),
+    ]
+
+
+def scene_evaluate_into_checkpoint(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2\n")
+    newest = step_checkpoints(run / "checkpoints")[-1]
+    return [
+        "evaluate",
+        str(newest),
+        "--src",
+        str(tmp / "in.txt"),
+        "--ref",
+        str(tmp / "in.txt"),
+        "-o",
+        str(newest / "config.json"),
+    ]
+
+
 def scene_resume_other_vocab(tmp: Path, run: Path) -> list[str]:
     for name, suffix in (("a", ""), ("b", "ing")):
         corpus = write_corpus(tmp / f"c{name}", suffix=suffix)
@@ -274,6 +328,19 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("translate -o its own input", scene_translate_over_input, "would overwrite the input"),
     ("translate -o a link to its input", scene_translate_over_link_to_input, "would overwrite the input"),
     ("translate -o a file of the checkpoint", scene_translate_into_checkpoint, "would overwrite the input"),
+    ("translate -o a hard link to its input", scene_translate_over_hard_link_to_input, "(a hard link to it)"),
+    (
+        "translate -o a hard link to the checkpoint's config.json",
+        scene_translate_over_hard_link_to_config,
+        "config.json (a hard link to it)",
+    ),
+    (
+        "score -o a hard link to its --tgt",
+        scene_score_over_hard_link_to_targets,
+        "tgt.txt (a hard link to it)",
+    ),
+    ("evaluate -o its own --ref", scene_evaluate_over_ref, "would overwrite the input"),
+    ("evaluate -o a file of the checkpoint", scene_evaluate_into_checkpoint, "would overwrite the input"),
     ("resume on another vocabulary", scene_resume_other_vocab, "trained on another vocabulary"),
     ("resume on edited generated data", scene_resume_on_edited_data, "its arrays changed after"),
     ("train --run-dir inside its dataset", scene_run_dir_in_dataset, "lies inside the dataset"),
@@ -297,12 +364,144 @@ def test_dangerous_command_is_refused_and_loses_nothing(tmp_path, trained, scene
     assert snapshot(trained) == before_run
 
 
-def test_train_with_average_last_names_the_average_it_wrote(tmp_path):
-    argv = train_args(tmp_path / "t", "train.steps=4", "train.save_every=2", "train.average_last=2")
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """Writes past `limit` bytes fail (EFBIG) as writes to a full disk fail (ENOSPC): this process's
+    soft RLIMIT_FSIZE, with SIGXFSZ ignored so that the write returns the error instead of the
+    signal killing the process; both restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def written_once(argv: list[str]) -> list[str]:
+    """Run `argv` (it must succeed, with no limit) and return it, to be run again on a full disk."""
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
-    assert f"the average of the last 2: {tmp_path / 't' / 'averaged'}" in result.output.replace("\n", "")
-    assert written_by(tmp_path / "t" / "averaged") == "average"
+    return argv
+
+
+def full_average(tmp: Path, run: Path) -> list[str]:
+    return written_once(["average", "--last", "2", "--run-dir", str(run), "-o", str(tmp / "out")])
+
+
+def full_export(tmp: Path, run: Path) -> list[str]:
+    return written_once(["export", str(run), "--format", "ctranslate2", "-o", str(tmp / "out")])
+
+
+def full_shortlist(tmp: Path, run: Path) -> list[str]:
+    return [*written_once(["shortlist", str(run / "data"), "-o", str(tmp / "out")]), "--force"]
+
+
+def full_prepare(tmp: Path, run: Path) -> list[str]:
+    corpus = write_corpus(tmp / "c")
+    argv = written_once(prepare_args(corpus, tmp / "out"))
+    write_corpus(corpus, seed=2)  # new inputs: the dataset is to be written again
+    return argv
+
+
+def full_score(tmp: Path, run: Path) -> list[str]:
+    (tmp / "in.txt").write_text("1 2 3 4 5 6\n" * 800)  # rows enough to pass the limit
+    (tmp / "out").write_text("my earlier scores\n")
+    return [
+        "score",
+        str(run),
+        "--src",
+        str(tmp / "in.txt"),
+        "--tgt",
+        str(tmp / "in.txt"),
+        "-o",
+        str(tmp / "out"),
+    ]
+
+
+# Writers on a full disk: each row writes `out` under tmp (most of them once successfully first),
+# then writes it again where no file may grow past FULL_DISK bytes.
+FULL_DISK = 1024
+FULL_DISK_ROWS: list[tuple[str, Callable[[Path, Path], list[str]]]] = [
+    ("average (a checkpoint's weights)", full_average),
+    ("export --format ctranslate2", full_export),
+    ("shortlist", full_shortlist),
+    ("prepare", full_prepare),
+    ("score -o (as translate -o)", full_score),
+]
+
+
+@pytest.mark.parametrize("scene", [s for _, s in FULL_DISK_ROWS], ids=[r[0] for r in FULL_DISK_ROWS])
+def test_full_disk_is_one_error_line_and_keeps_the_earlier_output(tmp_path, trained, scene):
+    argv = scene(tmp_path, trained)
+    before_tmp, before_run = snapshot(tmp_path), snapshot(trained)
+    with file_size_limit(FULL_DISK):
+        result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot write {tmp_path / 'out'}: File too large" in result.stderr.replace(
+        "\n", ""
+    ), result.output
+    assert "Traceback" not in result.output
+    assert snapshot(tmp_path) == before_tmp  # the earlier output as it was, no temporary left
+    assert snapshot(trained) == before_run
+
+
+def test_full_disk_while_saving_a_checkpoint_is_a_write_error_naming_it(tmp_path, trained):
+    """What the trainer meets when a save fails: a WriteError (an OutputError) naming the
+    checkpoint, the checkpoint written before intact, no temporary left beside it."""
+    ck = load_checkpoint(step_checkpoints(trained / "checkpoints")[-1], with_trainer=True)
+    out = tmp_path / "checkpoints" / "ckpt-00000004"
+    shutil.copytree(ck.path, out)
+    before = snapshot(tmp_path)
+    with file_size_limit(FULL_DISK), pytest.raises(WriteError, match=f"cannot write {out}: File too large"):
+        save_checkpoint(out, ck.weights, ck.config, ck.meta, [ck.path / "src.symbols.json"], ck.trainer, {})
+    assert snapshot(tmp_path) == before
+
+
+def test_safetensors_no_space_left_is_one_error_line(tmp_path, trained, monkeypatch):
+    """safetensors reports a full disk as its own error (the issue's traceback), here raised
+    where it writes the weights: one line with the OS's reason, naming the output."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    argv = full_average(tmp_path, trained)
+    before = snapshot(tmp_path)
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: cannot write {tmp_path / 'out'}: No space left on device")
+    assert result.stderr.count("\n") == 1 and snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_written_files_follow_the_umask(tmp_path, mask):
+    """Weights, shortlists and exports get the permissions the umask gives, as every other
+    file does (safetensors alone made its files 0o600: a service account could read the config
+    but not the weights)."""
+    from tiny_models import DIGITS, saved_checkpoint
+
+    from transduce.decode.shortlist import build_shortlist
+    from transduce.interop.ctranslate2 import export_ctranslate2
+
+    before = os.umask(mask)
+    try:
+        saved_checkpoint(tmp_path / "ck", DIGITS, seed=0)
+        pairs = [([4, 5, 6], [6, 5, 4]), ([7, 8], [8, 7])]
+        build_shortlist(pairs, len(DIGITS) + 4, len(DIGITS) + 4, per_token=2, frequent=1).save(
+            tmp_path / "list"
+        )
+        export_ctranslate2(tmp_path / "ck", tmp_path / "ct2")
+    finally:
+        os.umask(before)
+    files = [*(tmp_path / "ck").iterdir(), tmp_path / "list", *(tmp_path / "ct2").iterdir()]
+    assert tmp_path / "ck" / "model.safetensors" in files and (tmp_path / "ct2" / "model.bin") in files
+    modes = {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in files}
+    assert modes == dict.fromkeys(modes, oct(0o666 & ~mask))
 
 
 def test_second_trainer_on_a_locked_run_is_refused_with_the_holder(tmp_path):
@@ -414,6 +613,34 @@ def test_translate_writes_through_links_and_pipes(tmp_path, trained):
     reader.join(timeout=60)
     assert result.exit_code == 0 and len(received[0].splitlines()) == 2
     assert fifo.is_fifo()
+
+
+def transduce_writing(argv: list[str], stdout) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own whose standard output is `stdout` (a pipe, or a file)."""
+    command = [sys.executable, "-m", "transduce", *argv]
+    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/proc/self/fd/1"])
+def test_translate_o_a_name_of_standard_output_writes_through_a_pipe(tmp_path, trained, name):
+    (tmp_path / "in.txt").write_text("1 2\n3\n")
+    argv = ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", name, "--greedy"]
+    result = transduce_writing(argv, subprocess.PIPE)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2, result.stdout
+
+
+def test_translate_o_dev_stdout_appends_to_the_file_the_shell_opened(tmp_path, trained):
+    """`-o /dev/stdout >> log`: the log keeps what it held (the file is the descriptor's to write
+    to, not one to replace)."""
+    (tmp_path / "in.txt").write_text("1 2\n3\n")
+    log = tmp_path / "log.txt"
+    log.write_text("kept\n")
+    argv = ["translate", str(trained), "-i", str(tmp_path / "in.txt"), "-o", "/dev/stdout", "--greedy"]
+    with log.open("a") as appended:
+        result = transduce_writing(argv, appended)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().startswith("kept\n") and len(log.read_text().splitlines()) == 3
 
 
 def test_crash_in_validation_keeps_the_training_done(tmp_path, monkeypatch):

@@ -50,6 +50,12 @@ def score_rows(ckpts: dict[str, Path], targets: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
+def per_token(column: str) -> tuple[list[str], list[float]]:
+    """The tokens and log-probabilities of score's --per-token column (TOKEN=LOGPROB pairs)."""
+    pairs = [pair.rsplit("=", 1) for pair in column.split(" ")]
+    return [token for token, _ in pairs], [float(value) for _, value in pairs]
+
+
 def test_sampling_with_top_k_1_prints_the_greedy_output(ckpts):
     greedy = translate(ckpts["a"], "-i", ckpts["in"], "--greedy")
     assert translate(ckpts["a"], "-i", ckpts["in"], "--sample", "--top-k", "1") == greedy
@@ -98,7 +104,9 @@ def test_score_prints_the_models_log_probabilities(ckpts, tmp_path):
         expected = sequence_log_probs(loaded.model, [*loaded.src_vocab.encode(source), EOS], seq)
         assert float(total) == pytest.approx(sum(expected), abs=1e-3)
         assert float(mean) == pytest.approx(sum(expected) / len(seq), abs=1e-3)
-        assert [float(t) for t in tokens.split()] == pytest.approx(expected, abs=1e-3)
+        names, values = per_token(tokens)
+        assert values == pytest.approx(expected, abs=1e-3)
+        assert names == [*target.split(), "</s>"]
 
 
 def test_the_best_beam_output_scores_its_search_score(ckpts, tmp_path):
@@ -110,7 +118,7 @@ def test_the_best_beam_output_scores_its_search_score(ckpts, tmp_path):
     ):
         if not source:
             continue
-        tokens = [float(t) for t in row.split("\t")[2].split()]
+        _, tokens = per_token(row.split("\t")[2])
         cut = len(text.split()) == len(source.split()) + 6  # stopped by the length limit, not by EOS
         assert sum(tokens[:-1] if cut else tokens) == pytest.approx(search_score, abs=1e-3)
 

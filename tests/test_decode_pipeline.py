@@ -8,7 +8,8 @@ import pytest
 from tiny_models import DIGITS, saved_checkpoint
 
 from transduce.config import ConfigError, DecodeConfig
-from transduce.decode.pipeline import decode_options, score_lines, translate_lines
+from transduce.decode.options import OptionsError, decode_options
+from transduce.decode.pipeline import score_lines, translate_lines
 from transduce.decode.scoring import score_all
 from transduce.decode.translate import decode_all
 
@@ -75,24 +76,28 @@ def test_sampling_options_reach_the_search(models):
         (
             "temperature",
             0,
-            "--temperature: Input should be greater than 0 (sampling temperature; 0 < t <= 100)",
+            "temperature: Input should be greater than 0 (sampling temperature; 0 < t <= 100)",
         ),
-        ("temperature", float("inf"), "--temperature: "),
-        ("top_k", -1, "--top-k: Input should be greater than or equal to 0 (sample among the k most"),
-        ("top_p", 0.0, "--top-p: Input should be greater than 0 (sample in the smallest set"),
-        ("top_p", 1.5, "--top-p: Input should be less than or equal to 1 (sample in the smallest set"),
+        ("temperature", float("inf"), "temperature: "),
+        ("top_k", -1, "top_k: Input should be greater than or equal to 0 (sample among the k most"),
+        ("top_p", 0.0, "top_p: Input should be greater than 0 (sample in the smallest set"),
+        ("top_p", 1.5, "top_p: Input should be less than or equal to 1 (sample in the smallest set"),
         (
             "num_samples",
             0,
-            "--num-samples: Input should be greater than or equal to 1 (samples per input; 1..1000)",
+            "num_samples: Input should be greater than or equal to 1 (samples per input; 1..1000)",
         ),
-        ("seed", -1, "--seed: Input should be greater than or equal to 0"),
+        ("seed", -1, "seed: Input should be greater than or equal to 0"),
     ],
 )
 def test_sampling_options_are_validated_in_one_line(option, value, message):
+    """The library names the field; a caller names it its own way (the command line: --top-k)."""
     with pytest.raises(ConfigError) as err:
         decode_options(DecodeConfig(), **{option: value})
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert isinstance(err.value, OptionsError) and "--" not in str(err.value)
+    as_option = err.value.describe(lambda field: "--" + field.replace("_", "-"))
+    assert as_option.startswith("--" + message.replace("_", "-", 1)), as_option
 
 
 def test_forced_prefixes_through_translate_lines(models):

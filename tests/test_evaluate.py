@@ -90,3 +90,23 @@ def test_translate_rejects_invalid_utf8_and_bad_checkpoint(tmp_path):
     assert result.exit_code == 2 and "bad.txt:2: invalid UTF-8" in result.output
     missing = CliRunner().invoke(app, ["translate", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "neither a checkpoint nor a run directory" in missing.output
+
+
+def test_evaluate_writes_the_translations_it_scores(tmp_path):
+    """evaluate -o keeps the translations: the lines translate writes with the same search, and
+    scored as evaluate --hyp scores that file."""
+    from tiny_models import DIGITS, saved_checkpoint
+
+    saved_checkpoint(tmp_path / "ck", DIGITS, seed=4)
+    (tmp_path / "src").write_text("1 2 3\n\n4 5 6 7\n8\n")
+    (tmp_path / "ref").write_text("3 2 1\n\n7 6 5 4\n8\n")
+    ck, src, ref, out = (str(tmp_path / name) for name in ("ck", "src", "ref", "out"))
+    evaluated = CliRunner().invoke(
+        app, ["evaluate", ck, "--src", src, "--ref", ref, "-o", out, "--beam", "2"]
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    translated = CliRunner().invoke(app, ["translate", ck, "-i", src, "--beam", "2"])
+    assert (tmp_path / "out").read_text() == translated.stdout and translated.stdout.count("\n") == 4
+    rescored = CliRunner().invoke(app, ["evaluate", "--hyp", out, "--ref", ref])
+    bleu = [line for line in evaluated.stdout.splitlines() if line.startswith("BLEU")]
+    assert bleu and bleu == [line for line in rescored.stdout.splitlines() if line.startswith("BLEU")]

@@ -165,3 +165,66 @@ def test_a_shortlist_becomes_ctranslate2s_vocabulary_map(trained, tmp_path):
         assert [ours.tgt_vocab.sp.piece_to_id(p) for p in result.hypotheses[0]] == mine
     wrong = CliRunner().invoke(app, [*args, "--format", "marian", "--shortlist", str(tmp_path / "list")])
     assert wrong.exit_code == 2 and "--shortlist goes with --format ctranslate2" in wrong.output
+
+
+# Run in a fresh interpreter with ctranslate2 and sentencepiece alone: what a CTranslate2 user has.
+STANDALONE = """
+import json, sys
+from pathlib import Path
+import ctranslate2, sentencepiece
+
+folder = Path(sys.argv[1])
+info = json.loads((folder / "transduce.json").read_text())
+source = sentencepiece.SentencePieceProcessor(model_file=str(folder / info["source_tokenizer"]))
+target = sentencepiece.SentencePieceProcessor(model_file=str(folder / info["target_tokenizer"]))
+translator = ctranslate2.Translator(str(folder), device="cpu")
+lines = sys.stdin.read().splitlines()
+batch = [source.encode(line, out_type=str) + info["source_suffix"] for line in lines]
+for result in translator.translate_batch(batch, beam_size=1, max_decoding_length=12):
+    print(target.decode(result.hypotheses[0]))
+print(json.dumps([info["exported_from"], info["step"], any(m.startswith("transduce") for m in sys.modules)]))
+"""
+
+
+def test_the_export_translates_with_ctranslate2_and_sentencepiece_alone(trained, tmp_path):
+    """The exported directory is self-contained: its sentencepiece models and transduce.json let a
+    script that imports only ctranslate2 and sentencepiece translate text as `transduce
+    translate --greedy` does, and transduce.json names the checkpoint it came from."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "ct2"
+    result = CliRunner().invoke(
+        app, ["export", str(trained / "run"), "--format", "ctranslate2", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = (trained / "dev.en").read_text()
+    ran = subprocess.run(
+        [sys.executable, "-c", STANDALONE, str(out)], input=lines, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    *theirs, last = ran.stdout.splitlines()
+    args = ["translate", str(trained / "run"), "--greedy", "--max-len-a", "0", "--max-len-b", "12"]
+    ours = CliRunner().invoke(app, args, input=lines)
+    assert ours.exit_code == 0, ours.output
+    assert theirs == ours.stdout.splitlines() and any(theirs)
+    origin = load_model(trained / "run").path
+    assert json.loads(last) == [str(origin.resolve()), load_model(origin).meta.step, False]
+    assert (out / "source.spm").read_bytes() == (origin / "src.spm").read_bytes()
+
+
+def test_a_symbol_vocabulary_export_says_its_tokens_are_words(tmp_path):
+    import json
+
+    saved_checkpoint(tmp_path / "ck", DIGITS, seed=3)
+    result = CliRunner().invoke(
+        app, ["export", str(tmp_path / "ck"), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")]
+    )
+    assert result.exit_code == 0, result.output
+    info = json.loads((tmp_path / "ct2" / "transduce.json").read_text())
+    assert info["source_tokenizer"] is None and info["target_tokenizer"] is None
+    assert info["tokens"].startswith("the symbols between single spaces") and info["source_suffix"] == [
+        "</s>"
+    ]
+    assert not list((tmp_path / "ct2").glob("*.spm"))

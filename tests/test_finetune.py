@@ -2,6 +2,7 @@
 run from its weights; mismatches are refused with one-line errors."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,92 @@ def test_fine_tuning_mismatches_are_refused(general, tmp_path):
     domain = ("prepare", general["tmp"] / "domain", "--src", "en", "--tgt", "up", "-o", tmp_path / "d2")
     error = cli_error(*domain, "--vocab-from", linked)
     assert "not a regular file" in error and not (tmp_path / "d2").exists()
+
+
+def test_vocab_from_records_only_what_applied_and_learns_nothing(general, tmp_path):
+    """With --vocab-from, meta.json records no vocabulary size or sharing (none applied) and the
+    progress display does not announce a vocabulary being learned."""
+    args = ["prepare", general["tmp"] / "domain", "--src", "en", "--tgt", "up"]
+    reused = CliRunner().invoke(
+        app, [str(a) for a in (*args, "-o", tmp_path / "d", "--vocab-from", general["run"])]
+    )
+    assert reused.exit_code == 0, reused.output
+    assert "learning BPE vocabulary" not in reused.output and "encoding train.en" in reused.output
+    options = json.loads((tmp_path / "d" / "meta.json").read_text())["options"]
+    assert options["vocab_size"] is None and options["shared_vocab"] is None
+    assert options["vocab_from"] == str(step_checkpoints(general["run"] / "checkpoints")[-1])
+    learned = CliRunner().invoke(app, [str(a) for a in (*args, "-o", tmp_path / "e", "--vocab-size", 300)])
+    assert learned.exit_code == 0 and "learning BPE vocabulary" in learned.output
+    options = json.loads((tmp_path / "e" / "meta.json").read_text())["options"]
+    assert options["vocab_size"] == 300 and options["shared_vocab"] is True
+
+
+def test_vocab_from_a_symbol_vocabulary_encodes_with_it(tmp_path):
+    """A model of a generated task (a symbol vocabulary, no sentencepiece) lends its vocabulary
+    too: each line is its symbols' ids, an unknown one <unk>."""
+    from tiny_models import DIGITS, saved_checkpoint
+
+    from transduce.data.dataset import Dataset
+    from transduce.data.vocab import UNK
+
+    loaded = saved_checkpoint(tmp_path / "ck", DIGITS, seed=0)
+    (tmp_path / "c").mkdir()
+    lines = {"train": ["1 2 3", "4 5", "9 x 0"], "dev": ["7 7"]}
+    for split, text in lines.items():
+        for side in ("src", "tgt"):
+            (tmp_path / "c" / f"{split}.{side}").write_text("".join(f"{t}\n" for t in text))
+    cli("prepare", tmp_path / "c", "-o", tmp_path / "d", "--vocab-from", tmp_path / "ck")
+    data = Dataset(tmp_path / "d")
+    train = data.splits["train"]
+    got = [[t.tolist() for t in train.pair(i)] for i in range(len(train))]
+    assert got == [[loaded.src_vocab.encode(t)] * 2 for t in lines["train"]]
+    assert got[2][0] == [13, UNK, 4]  # "9 x 0": x is no symbol of the model's
+
+
+# Fine-tuning command lines that would do nothing or something else than asked: (id, the arguments
+# after `train RUN data.dataset=DOMAIN`, given the fixture and a fresh folder, and the error's fragment).
+REFUSED: list[tuple[str, Callable[[dict[str, Path], Path], list[object]], str]] = [
+    (
+        "--keep-step from a step already past train.steps",
+        lambda g, t: ["train.steps=3", "--init-from", g["run"], "--keep-step", "--run-dir", t / "r"],
+        "is at step 4, not below train.steps=3, so nothing would be trained",
+    ),
+    (
+        "--keep-step from a step equal to train.steps",
+        lambda g, t: ["train.steps=4", "--init-from", g["run"], "--keep-step", "--run-dir", t / "r"],
+        "is at step 4, not below train.steps=4",
+    ),
+    (
+        "--init-from into a run directory that holds checkpoints",
+        lambda g, t: ["--init-from", g["run"], "--run-dir", _with_checkpoints(g, t)],
+        "already holds checkpoints, and --init-from starts a new run; give a new --run-dir",
+    ),
+]
+
+
+def _with_checkpoints(general: dict[str, Path], tmp: Path) -> Path:
+    """A fine-tuning run of two steps on the domain data: a run directory with checkpoints."""
+    run = tmp / "tuned"
+    data = f"data.dataset={general['data']}"
+    cli(
+        "train",
+        general["run"],
+        data,
+        "train.steps=2",
+        "--init-from",
+        general["run"],
+        "--run-dir",
+        run,
+        "--no-progress",
+    )
+    return run
+
+
+@pytest.mark.parametrize(("build", "fragment"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_fine_tuning_that_would_do_nothing_or_else_is_refused(general, tmp_path, build, fragment):
+    args = build(general, tmp_path)
+    before = sorted(p.name for p in (tmp_path / "tuned" / "checkpoints").glob("*"))
+    error = cli_error("train", general["run"], f"data.dataset={general['data']}", *args, "--no-progress")
+    assert fragment in error
+    assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained, no folder named that is not there
+    assert sorted(p.name for p in (tmp_path / "tuned" / "checkpoints").glob("*")) == before

@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transduce"
 # from inside its own subpackage.
 LAYERS = {
     "config": 0,
+    "choices": 0,
     "fileio": 0,
     "device": 0,
     "cpu_memory": 0,
@@ -33,7 +34,7 @@ LAYERS = {
     "serve": 6,
     "cli": 7,
     "__main__": 8,
-    "__init__": 0,
+    "__init__": 9,  # the package's own __init__: the Python API (load, translate, score, train) over all
 }
 
 
@@ -45,6 +46,8 @@ def module_name(path: Path) -> str:
 def imports_of(path: Path) -> set[str]:
     """Modules of the package that `path` imports, as dotted names relative to the package."""
     own = module_name(path).split(".")
+    if own == ["__init__"]:
+        own = []  # the package's own __init__: its relative imports start at the package
     package = own if path.name == "__init__.py" else own[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

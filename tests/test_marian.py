@@ -12,7 +12,9 @@ import sentencepiece as spm
 import torch
 import transformers  # the test extra has it: its absence is a failure, not a skip
 from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
 
+from transduce.cli import app
 from transduce.data.batching import encode_sources
 from transduce.data.vocab import BOS
 from transduce.decode.search import greedy
@@ -453,24 +455,79 @@ def test_cli_import_marian_prints_one_error_line(damaged, row, fragment):
     assert _left_beside(outs) == []
 
 
-def test_output_bias_is_fixed_and_dropped_when_zero(imported, tmp_path):
+def test_output_bias_is_fixed_and_masks_the_repeated_start_row(imported, tmp_path):
+    """Every Marian id's bias is Marian's; our BOS row (a second copy of Marian's decoder-start
+    row) is masked, so that token is counted once, as in Marian. A zero Marian bias imports as
+    that mask alone: the logits are those of the model with its bias zeroed."""
     root, hf_model, _, ours = imported
     assert ours.config.model.final_logits_bias
     assert "output.bias" not in dict(ours.model.named_parameters())  # a buffer, as in Marian: never trained
-    perm = torch.tensor(ours.tgt_vocab.perm)
-    assert torch.equal(ours.model.output.bias, hf_model.final_logits_bias[0].index_select(0, perm))
+    rows = [i for i in range(len(ours.tgt_vocab.perm)) if i != BOS]
+    marian_ids = torch.tensor([ours.tgt_vocab.perm[i] for i in rows])
+    assert torch.equal(
+        ours.model.output.bias[rows], hf_model.final_logits_bias[0].index_select(0, marian_ids)
+    )
+    assert ours.model.output.bias[BOS] <= -1e4
     shutil.copytree(root / "hf", tmp_path / "hf")
     weights = load_file(tmp_path / "hf" / "model.safetensors")
     weights["final_logits_bias"] = torch.zeros_like(weights["final_logits_bias"])
     save_file(weights, tmp_path / "hf" / "model.safetensors", metadata={"format": "pt"})
     import_marian(tmp_path / "hf", tmp_path / "ours")
     unbiased = load_model(tmp_path / "ours")
-    assert not unbiased.config.model.final_logits_bias
-    assert "output.bias" not in unbiased.model.state_dict()
+    assert unbiased.model.output.bias[rows].eq(0).all() and unbiased.model.output.bias[BOS] <= -1e4
     zeroed = load_model(root / "ours").model
-    zeroed.output.bias.zero_()
+    zeroed.output.bias[rows] = 0.0
     src = encode_sources([ours.src_vocab.encode(t) for t in ("der hund", "ein unbekannter code")])
     with torch.no_grad():
         expected = zeroed(src, src[:, :3]).logits
         got = unbiased.model(src, src[:, :3]).logits
     torch.testing.assert_close(got, expected)
+
+
+def test_score_equals_hf_forced_decoding(imported, tmp_path):
+    """`transduce score` gives each target token the log-probability Hugging Face's forced
+    decoding gives it (the repeated start row took log((V + 1) / V) or so per token before)."""
+    root, hf_model, tokenizer, _ = imported
+    sources = ["the quick brown fox", "a cat sat on the mat near the door", "hello world"]
+    targets = ["die geänderte version ist gut", "eine katze", "wir übersetzen hier kurze sätze"]
+    (tmp_path / "src").write_text("".join(f"{t}\n" for t in sources))
+    (tmp_path / "tgt").write_text("".join(f"{t}\n" for t in targets))
+    args = ["score", str(root / "ours"), "--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt")]
+    result = CliRunner().invoke(app, [*args, "--per-token"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    start = hf_model.config.decoder_start_token_id
+    for (total, _, per_token), source, target in zip(rows, sources, targets, strict=True):
+        labels = tokenizer(text_target=target).input_ids
+        with torch.no_grad():
+            logits = hf_model(
+                input_ids=torch.tensor([tokenizer(source).input_ids]),
+                decoder_input_ids=torch.tensor([[start, *labels[:-1]]]),
+            ).logits[0]
+        theirs = logits.log_softmax(-1).gather(1, torch.tensor(labels)[:, None])[:, 0].tolist()
+        mine = [float(pair.rsplit("=", 1)[1]) for pair in per_token.split(" ")]
+        assert mine == pytest.approx(theirs, abs=1e-4)
+        assert float(total) == pytest.approx(sum(theirs), abs=1e-3)
+        assert [pair.rsplit("=", 1)[0] for pair in per_token.split(" ")] == tokenizer.convert_ids_to_tokens(
+            labels
+        )
+
+
+def test_prepare_vocab_from_an_imported_model_encodes_as_its_tokenizer(imported, tmp_path):
+    """Data for fine-tuning an imported model gets the ids Marian's tokenizer gives (the imported
+    vocabulary's own encoding), not the raw ids of its sentencepiece models."""
+    from transduce.data.dataset import Dataset
+
+    root, _, tokenizer, ours = imported
+    (tmp_path / "c").mkdir()
+    for split, rows in (("train", TARGET_TEXT[:4]), ("dev", TARGET_TEXT[4:6])):
+        (tmp_path / "c" / f"{split}.en").write_text("".join(f"{t}\n" for t in rows))
+        (tmp_path / "c" / f"{split}.de").write_text("".join(f"{t}\n" for t in SOURCE_TEXT[:4][: len(rows)]))
+    args = ["prepare", str(tmp_path / "c"), "--src", "en", "--tgt", "de", "-o", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, [*args, "--vocab-from", str(root / "ours")])
+    assert result.exit_code == 0, result.output
+    train = Dataset(tmp_path / "d").splits["train"]
+    for i, (source, target) in enumerate(zip(TARGET_TEXT[:4], SOURCE_TEXT[:4], strict=True)):
+        src, tgt = (ids.tolist() for ids in train.pair(i))
+        assert [ours.src_vocab.perm[t] for t in src] == tokenizer(source).input_ids[:-1]  # without EOS
+        assert [ours.tgt_vocab.perm[t] for t in tgt] == tokenizer(text_target=target).input_ids[:-1]

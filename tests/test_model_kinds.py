@@ -367,6 +367,11 @@ BAD = [
         "sampling does not apply",
     ),
     (
+        "forced prefixes for a classifier",
+        lambda r, t: ["translate", str(r["majority"][0]), "--prefix", _lines(t, "p", "low")],
+        "forced prefixes do not apply to a classifier",
+    ),
+    (
         "unknown labels",
         lambda r, t: [
             "evaluate",

@@ -3,7 +3,10 @@
 The digests below were computed by running the `prepare` of commit 5a1c56a (which read whole
 corpora into memory and encoded them in one process) on these fixtures: an independent
 computation of the expected output, not a copy of what the streaming code writes. They cover
-the token arrays, offsets, annotation arrays, vocabularies and meta.json of every fixture.
+the token arrays, offsets, annotation arrays, vocabularies and meta.json of every fixture. One
+digest was recomputed the same way after a deliberate change of main's in-memory `prepare`
+(9f51400: with --vocab-from, meta.json records no vocabulary size or sharing): the meta.json
+of the reused-vocabulary fixture, as main's `prepare` at 89efc29 writes it.
 Regenerate them only for a deliberate change of the dataset format:
 `python tests/test_prepare_bytes.py` prints the digests of the code it runs.
 """
@@ -278,7 +281,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "dev.src.tokens.npy": "306acd7b7d401c23b86f56cebc272b4313c67ded5dfec138dec6dd73598dd5db",
         "dev.tgt.offsets.npy": "80b531b271f6bc1058d886f80ffaa70e60116c117e71efe38bff688ed570b6a3",
         "dev.tgt.tokens.npy": "d5c0896978663aa373beb58ea6c19b049335d8bc9b934753160f347e8ee57994",
-        "meta.json": "2660bce964640d184f0b32c056057848855393ba1360c8c4ef1556d5394af949",
+        "meta.json": "a3c9b926c8987de0141b5fec4dc5cff2ee7d7e027c8dbc2ef73b40fc7eb154ba",
         "src.spm": "175761bda5f93d1bf82eafb60887c93a10d7eb15f03f7ea2cbfa57b67fe53251",
         "train.src.offsets.npy": "da1e998f4ac876257e3ab5dc0c91a3dc40816eb8cf0f1f6ac5eafd9afc7d7327",
         "train.src.tokens.npy": "20b88e48a65cb922800b27464511ef6cc32a4f7ba56040aac84c02aa2ac3227e",

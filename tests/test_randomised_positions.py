@@ -234,12 +234,16 @@ def test_seeded_training_passes_agree(arch):
 
 
 def test_learned_positions_take_the_drawn_rows():
-    src, _ = src_tgt()
+    src, tgt = src_tgt()
     model = model_with("transformer", "offset", "model.positions=learned", "model.max_positions=20").train()
     torch.manual_seed(3)
     start = int(torch.randint(9, ()))
     torch.manual_seed(3)
-    out = model.src_embed(src)
+    embedded = []
+    handle = model.src_embed.register_forward_hook(lambda module, args, out: embedded.append(out))
+    model(src, tgt)  # the pass draws its positions (for the longer side, the source) and passes them down
+    handle.remove()
+    out = embedded[0]
     expected = (
         model.src_embed.tokens.weight[src[0]] * math.sqrt(D)
         + model.src_embed.positions.weight[start : start + 9]
@@ -309,6 +313,22 @@ def test_spread_decoding_matches_teacher_forcing_and_ignores_the_batch(arch):
         dense = model_with(arch, "subset").eval()
         assert not torch.allclose(dense.decode(tgt, dense.encode(src)), full, atol=1e-3)
         assert torch.equal(model(src, tgt).logits, full)  # teacher-forced evaluation spreads too
+
+
+@pytest.mark.parametrize("arch", ["transformer", "universal"])
+def test_spread_beam_search_over_a_batch_equals_each_sentence_alone(arch):
+    """Beam search keeps one encoder row per source for its k beams (`group_queries`): every beam
+    takes its own source's stride, so each sentence gets what it gets decoded alone."""
+    from transduce.decode.search import beam_search
+
+    src, _, _ = padded_src_tgt()  # sources of 9 and 6 real tokens: strides 33 and 50
+    model = model_with(arch, "subset", *SPREAD).eval()
+    options = {"beam": 3, "nbest": 3, "max_len_a": 0.0, "max_len_b": 7}
+    together = beam_search(model, src, **options)
+    for row, length in ((0, 9), (1, 6)):
+        (alone,) = beam_search(model, src[row : row + 1, :length], **options)
+        assert [h.tokens for h in together[row]] == [h.tokens for h in alone]
+        assert [h.log_prob for h in together[row]] == pytest.approx([h.log_prob for h in alone], abs=1e-4)
 
 
 def test_spread_strides_come_from_the_range_and_the_length():

@@ -111,6 +111,20 @@ BAD_BODIES = [
     ("alpha a string", '{"segments": ["1"], "alpha": "0.6"}', "Input should be a valid number"),
     ("a 5000-digit number", '{"segments": ["1"], "beam": 1' + "0" * 5000 + "}", "Exceeds the limit"),
     ("bytes not UTF-8", '{"segments": ["\udcff"]}', "can't decode byte 0xff"),
+    # one source of truth: DecodeConfig's bounds (top_k <= 2**20, seed < 2**32), named by field
+    ("top_k over its bound", '{"segments": ["1"], "sample": true, "top_k": 2000000}', "less than or equal"),
+    ("seed over 32 bits", '{"segments": ["1"], "sample": true, "seed": 4294967296}', "less than or equal"),
+    ("beam over the server's", '{"segments": ["1"], "beam": 65}', "less than or equal to 64"),
+    # settings the decoding chosen would ignore are refused, not dropped
+    ("sample with nbest", '{"segments": ["1"], "sample": true, "nbest": 2}', "give num_samples"),
+    ("sample with beam", '{"segments": ["1"], "sample": true, "beam": 2}', "beam applies to beam search"),
+    ("temperature alone", '{"segments": ["1"], "temperature": 2.0}', "temperature applies only to sampling"),
+    ("num_samples alone", '{"segments": ["1"], "num_samples": 3}', "num_samples applies only to sampling"),
+    ("top_k alone", '{"segments": ["1"], "top_k": 3}', "top_k applies only to sampling"),
+    ("top_p alone", '{"segments": ["1"], "top_p": 0.5}', "top_p applies only to sampling"),
+    ("greedy with sample", '{"segments": ["1"], "greedy": true, "sample": true}', "exclude each other"),
+    ("too few prefixes", '{"segments": ["1", "2"], "prefixes": ["3"]}', "1 prefixes for 2 segments"),
+    ("prefix too long", '{"segments": ["1"], "prefixes": ["' + "1 " * 60 + '"]}', "forced prefix has 60"),
 ]
 
 
@@ -132,6 +146,23 @@ def test_malformed_request_is_422_naming_the_fault(roomy, body, fragment):
     )
     assert response.status_code == 422, response.text
     assert fragment in response.text and len(response.content) < 500, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"sample": True, "top_k": 2_000_000}, "top_k"),
+        ({"sample": True, "nbest": 2}, "nbest"),
+        ({"num_samples": 2}, "num_samples"),
+        ({"beam": 2, "nbest": 3}, None),
+    ],
+)
+def test_a_422_names_the_json_field_not_the_command_line_option(roomy, body, field):
+    response = httpx.post(f"{roomy.url}/translate", json={"segments": ["1"], **body})
+    assert response.status_code == 422, response.text
+    assert "--" not in response.text, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == (["body", field] if field else ["body"]), error
 
 
 @pytest.mark.parametrize("alpha", ["NaN", "Infinity", "-Infinity", "1e400"])
@@ -176,7 +207,7 @@ def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
 
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
-    import transduce.serve as serve_module
+    import transduce.serve.scheduler as serve_module
 
     real = serve_module.decode_all
 
@@ -203,6 +234,28 @@ def test_attention_endpoint_shapes(served):
     assert len(body["weights"]) == len(body["target"])
     for row in body["weights"]:
         assert len(row) == 4 and abs(sum(row) - 1.0) < 1e-4
+
+
+def test_attention_takes_segments_and_maps_the_translation_translate_gives(served):
+    server = served[0]
+    segments = ["1 2 3", "", "4 5 6 7"]
+    response = httpx.post(f"{server.url}/attention", json={"segments": segments}, timeout=60)
+    assert response.status_code == 200, response.text
+    maps = response.json()["attentions"]
+    translated = httpx.post(f"{server.url}/translate", json={"segments": segments}, timeout=60).json()
+    assert [m["text"] for m in maps] == [t["text"] for t in translated["translations"]]
+    assert maps[1] == {"text": "", "source": [], "target": [], "weights": []}
+    for segment, found in zip(segments, maps, strict=True):
+        if segment:
+            assert found["source"] == [*segment.split(), "</s>"]
+            assert found["target"] == [*found["text"].split(), "</s>"]  # rows: the output's tokens
+            assert [len(row) for row in found["weights"]] == [len(found["source"])] * len(found["target"])
+    one = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}, timeout=60).json()
+    assert {k: one[k] for k in ("text", "source", "target")} == {
+        k: maps[0][k] for k in ("text", "source", "target")
+    }
+    both = httpx.post(f"{server.url}/attention", json={"segments": ["1"], "segment": "1"})
+    assert both.status_code == 422 and "give" in both.text
 
 
 def test_api_key_is_required_when_set(checkpoint):
@@ -232,7 +285,7 @@ def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
-    import transduce.serve as serve_module
+    import transduce.serve.scheduler as serve_module
 
     real = serve_module.decode_all
 
@@ -276,11 +329,28 @@ def test_demo_page_in_headless_chromium(served):
             text = page.inner_text("#output")
             rows = page.locator("table.heat tbody tr").count()
             columns = page.locator("table.heat thead th").count()
+            # two lines: two segments, two outputs, two maps (the tiny model's beam output of the second
+            # is empty, its greedy output, which the page used to map, 50 tokens)
+            page.fill("#source", "1 2 3\n4 5 6 7")
+            page.click("#translate")
+            page.wait_for_function("document.querySelectorAll('table.heat').length == 2", timeout=30000)
+            lines = [page.inner_text(f"#output div:nth-child({i})") for i in (1, 2)]
+            captions = page.locator("figcaption").all_inner_texts()
+            tables = page.locator("table.heat")
+            row_labels = [tables.nth(i).locator("tbody th").all_inner_texts() for i in (0, 1)]
+            page.fill("#source", "")  # cleared: no stale output or map
+            cleared = page.locator("table.heat").count(), page.inner_text("#output")
         finally:
             browser.close()
     assert text == expected(loaded, ["1 2 3"])[0][0]
     attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
     assert rows == len(attention["target"]) and columns == 4 + 1  # 3 tokens + EOS, + corner cell
+    want = [w[0] for w in expected(loaded, ["1 2 3", "4 5 6 7"])]
+    assert lines == want
+    for line, (shown, caption, labels) in enumerate(zip(lines, captions, row_labels, strict=True), 1):
+        assert caption == f'line {line}: attention while writing "{shown}"'
+        assert labels == [*shown.split(), "</s>"]  # the map's rows are the output shown
+    assert cleared == (0, "")
 
 
 def test_serving_with_a_shortlist_equals_decoding_with_it(checkpoint, tmp_path):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -13,7 +14,7 @@ from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
 
-import transduce.serve as serve_module
+import transduce.serve.scheduler as serve_module
 from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.serve import Limits, create_app
@@ -88,6 +89,30 @@ def test_a_small_request_takes_its_turn_between_the_calls_of_a_large_one(loaded,
     assert answered_first
     assert [t["text"] for t in large_result[0].json()["translations"]] == texts(loaded, LARGE, 1)
     assert reply.json()["translations"][0]["text"] == texts(loaded, [small], small_beam)[0]
+
+
+def test_a_small_request_is_decoded_beside_a_long_call_not_after_it(loaded):
+    """One segment held to 1000 output tokens is one call of seconds that cannot be split; a
+    small request sent meanwhile is answered while it still runs, the two taking turns between
+    decoding steps."""
+    app = create_app(loaded)
+    with Server(app) as server:
+        url = f"{server.url}/translate"
+        long_result: list = []
+        long_body = {"segments": ["1 2 3 4 5"], "beam": 4, "min_len": 1000, "max_len_b": 1000}
+        began = time.monotonic()
+        long = post_in_background(url, long_body, long_result, timeout=120)
+        wait_until(lambda: app.state.batcher.batches == 1)
+        time.sleep(0.3)  # the long call is under way
+        small = httpx.post(url, json={"segments": ["7 7"], "beam": 1, "max_len_b": 2}, timeout=120)
+        small_answered = time.monotonic() - began
+        long_still_running = long.is_alive()
+        long.join(timeout=120)
+        long_took = time.monotonic() - began
+    assert small.status_code == 200 and long_result[0].status_code == 200
+    assert long_still_running and small_answered < long_took / 2, (small_answered, long_took)
+    assert len(long_result[0].json()["translations"][0]["text"].split()) == 1000
+    assert app.state.batcher.turns.handovers > 0
 
 
 def test_requests_over_their_budget_are_413_and_at_it_are_decoded(loaded):
@@ -168,12 +193,59 @@ def test_more_queued_work_than_max_queued_tokens_is_503(loaded, calls):
         ("--port", "70000", "--port must be in 0..65535"),
         ("--threads", "0", "--threads must be a positive integer"),
         ("--graceful-seconds", "-1", "--graceful-seconds must be a number >= 0"),
+        ("--receive-timeout", "0", "--receive-timeout must be a positive number of seconds"),
+        ("--receive-timeout", "inf", "--receive-timeout must be a positive number of seconds"),
     ],
 )
 def test_serve_refuses_bad_limits_at_start_with_one_error_line(tmp_path, option, value, says):
     result = CliRunner().invoke(cli, ["serve", str(tmp_path / "no-such-run"), option, value])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {says}") and result.output.count("\n") == 1, result.output
+
+
+def slow_connection(port: int, first: bytes, trickle: bool, seconds: float) -> float:
+    """Open a connection, send `first`, then (with `trickle`) one more byte every 0.1 s: the
+    seconds until the server closed it, or `seconds` if it never did."""
+    begin = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(first)
+        sock.settimeout(0.1)
+        while time.monotonic() - begin < seconds:
+            try:
+                if sock.recv(4096) == b"":
+                    break
+            except TimeoutError:
+                pass
+            except ConnectionError:
+                break
+            try:
+                if trickle:
+                    sock.sendall(b"1")
+            except ConnectionError:
+                break
+        return min(time.monotonic() - begin, seconds)
+
+
+SLOW = {  # what a slow client sends first; then a byte at a time
+    "headers": (b"POST /translate HTTP/1.1\r\nHost: x\r\nX-Slow: ", True),
+    "body": (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{", True),
+    "nothing": (b"", False),
+}
+
+
+def test_slow_connections_are_closed_after_the_receive_timeout(loaded):
+    """20 connections fed a byte at a time (headers or body) and 2 that send nothing are all
+    closed about --receive-timeout after they opened, while other clients are answered; the
+    time to decode and answer is not bounded by it."""
+    with Server(create_app(loaded), receive_timeout=1.0) as server:
+        kinds = [*["headers", "body"] * 10, "nothing", "nothing"]
+        with ThreadPoolExecutor(len(kinds)) as pool:
+            open_for = pool.map(lambda kind: slow_connection(server.port, *SLOW[kind], seconds=8.0), kinds)
+            time.sleep(0.5)
+            answered = httpx.post(f"{server.url}/translate", json={"segments": ["1 2 3"] * 8}, timeout=30)
+            open_for = list(open_for)
+    assert answered.status_code == 200, answered.text
+    assert all(0.9 < t < 2.5 for t in open_for), dict(zip(kinds, open_for, strict=True))
 
 
 @pytest.fixture

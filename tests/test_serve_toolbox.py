@@ -67,3 +67,41 @@ def test_sampling_work_counts_the_samples(server):
     assert response.status_code == 413 and "64 per segment" in response.text  # 8 tokens x 9 samples
     bad = httpx.post(f"{server.url}/translate", json={"segments": ["1"], "sample": True, "top_p": 1.5})
     assert bad.status_code == 422
+
+
+def test_prefixes_lengths_and_greedy_search_equal_direct_decoding(server, loaded):
+    """The command line's decoding settings reach the server: forced prefixes, length limits,
+    greedy search."""
+    prefixes = ["7", "", "", "1 2", "3"]
+    settings = {"max_len_b": 4, "min_len": 2, "alpha": 0.0}
+    got = post(server, segments=SEGMENTS, prefixes=prefixes, **settings)
+    cfg = loaded.config.decode.model_copy(update=settings)
+    sources = [loaded.src_vocab.encode(s) if s else [] for s in SEGMENTS]
+    forced = [loaded.tgt_vocab.encode(p) if p else [] for p in prefixes]
+    direct = decode_all(loaded.model, sources, cfg, prefixes=forced)
+    want = [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in direct]
+    assert [t["text"] for t in got] == want
+    assert got[0]["text"].split()[0] == "7" and got[3]["text"].split()[:2] == ["1", "2"]
+    assert all(2 <= len(t.split()) <= len(s.split()) + 4 for s, t in zip(SEGMENTS, want, strict=True) if s)
+    greedy = post(server, segments=SEGMENTS, greedy=True)
+    direct = decode_all(loaded.model, sources, loaded.config.decode, use_greedy=True)
+    assert [t["text"] for t in greedy] == [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in direct]
+
+
+def test_sampling_a_classifier_is_422_naming_the_field(tmp_path):
+    from fastapi.testclient import TestClient
+
+    run = train_tiny(
+        tmp_path / "classifier", 2, "model.kind=encoder", "model.num_classes=3", "data.task=majority"
+    )
+    with TestClient(create_app(load_model(run))) as client:
+        refused = client.post("/translate", json={"segments": ["1 2 3"], "sample": True})
+        labelled = client.post("/translate", json={"segments": ["1 2 3"]})
+    assert refused.status_code == 422, refused.text
+    (error,) = refused.json()["detail"]
+    assert error["loc"] == ["body", "sample"] and "does not apply to a classifier" in error["msg"]
+    assert labelled.status_code == 200 and labelled.json()["translations"][0]["text"] in (
+        "low",
+        "high",
+        "tie",
+    )

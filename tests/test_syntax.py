@@ -193,7 +193,9 @@ def test_syntax_model_needs_trees_and_config_checks_ranges():
         model.encode(torch.randint(4, 30, (1, 5)))
     with pytest.raises(ValueError, match=r"syntax_heads.*allowed: 0\.\.3"):
         load_config("small", ["model.heads=4", "model.syntax_heads=[4]"])
-    masks = SyntaxMasks("given", "multiplicative", 1, None, None, 4)
+    masks = SyntaxMasks(
+        kind="given", apply="multiplicative", omega_max=1, layers=None, heads=None, num_heads=4
+    )
     given = torch.rand(1, 3, 3)
     add, mul = masks.per_layer(given, 2)
     assert add == [None, None] and torch.equal(mul[1][0, 0], given[0])

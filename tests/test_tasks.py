@@ -138,3 +138,25 @@ def test_new_length_keys_leave_earlier_task_datasets_up_to_date(tmp_path: Path):
     )
     shifted = addition.model_copy(update={"task_test_min_len": 8})
     assert prepare_task(shifted, tmp_path / "s").meta.hash != prepare_task(addition, tmp_path / "a").meta.hash
+
+
+def test_generators_take_the_values_they_read():
+    """Each generator is called with the settings it uses, not the whole config: `lte` programs
+    at nesting 1 and 3 (run by Python itself), the symbol count of the symbol tasks."""
+    import random
+
+    from transduce.data.tasks import copy_example, lte_example, majority_example
+
+    rng = random.Random(0)
+    for nesting in (1, 3):
+        for _ in range(50):
+            program, value = lte_example(rng, 2, nesting=nesting)
+            printed: list[int] = []
+            exec("".join(program.split()).replace("_", " "), {"print": printed.append})
+            assert printed == [int("".join(value.split()))]
+    for symbols in (2, 5):
+        seen = {s for _ in range(50) for s in copy_example(rng, 6, symbols=symbols)[0].split()}
+        assert seen == {str(i) for i in range(symbols)}
+        src, label = majority_example(rng, 7, symbols=symbols)
+        high = sum(2 * int(s) >= symbols for s in src.split())
+        assert label == ("high" if high > 7 - high else "low")

@@ -15,7 +15,7 @@ from transduce.config import ConfigError, load_config
 from transduce.data.vocab import PAD
 from transduce.store.average import average_checkpoints
 from transduce.store.checkpoint import CheckpointError, load_checkpoint, step_checkpoints
-from transduce.train import trainer as trainer_mod
+from transduce.train import step as step_mod
 from transduce.train.loss import label_smoothed_loss
 from transduce.train.schedule import inverse_sqrt_lr
 from transduce.train.trainer import Trainer, TrainingError
@@ -163,9 +163,12 @@ def test_averaging_copies_and_means(tmp_path):
         average_checkpoints([first, step_checkpoints(tmp_path / "other" / "checkpoints")[0]])
 
 
-def test_average_last_writes_the_mean_of_the_last_checkpoints_at_the_end(tmp_path):
-    overrides = ("train.steps=6", "train.save_every=2", "train.keep_last=2", "train.average_last=2")
-    Trainer(tiny_config(*overrides), tmp_path / "r", show_progress=False).fit()
+def test_average_last_writes_the_mean_of_the_last_checkpoints_at_the_end(tmp_path, monkeypatch):
+    """Past a warmup of 2 steps, and with every validation scoring the same, so the average is
+    as good as the best checkpoint and kept (test_train_run.py tests what is left out or refused)."""
+    monkeypatch.setattr(Trainer, "validate", lambda self: {"step": self.state.step, "dev_loss": 1.0})
+    overrides = ("train.save_every=2", "train.keep_last=2", "train.average_last=2", "train.warmup=2")
+    Trainer(tiny_config("train.steps=6", *overrides), tmp_path / "r", show_progress=False).fit()
     kept = step_checkpoints(tmp_path / "r" / "checkpoints")
     assert [p.name for p in kept] == ["ckpt-00000004", "ckpt-00000006"]
     older, newer = (load_file(p / "model.safetensors") for p in kept)
@@ -174,7 +177,7 @@ def test_average_last_writes_the_mean_of_the_last_checkpoints_at_the_end(tmp_pat
     assert all(torch.allclose(averaged[k], (older[k] + newer[k]) / 2, atol=1e-7) for k in newer)
     assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [4, 6]
     assert "averaged 2 checkpoints (steps 4, 6) into" in (tmp_path / "r" / "train.log").read_text()
-    resumed = tiny_config("train.steps=8", "train.save_every=2", "train.keep_last=2", "train.average_last=2")
+    resumed = tiny_config("train.steps=8", *overrides)
     Trainer(resumed, tmp_path / "r", show_progress=False).fit(resume=True)  # a longer run replaces it
     assert [a.step for a in load_checkpoint(tmp_path / "r" / "averaged").meta.averaged_from] == [6, 8]
 
@@ -190,13 +193,13 @@ def test_average_last_never_replaces_a_directory_it_did_not_write(tmp_path):
 
 
 def test_non_finite_losses_are_skipped_then_stop(tmp_path, monkeypatch):
-    real = trainer_mod.label_smoothed_loss
+    real = step_mod.label_smoothed_loss
 
     def poisoned(*args, **kwargs):
         loss, nll = real(*args, **kwargs)
         return loss * math.nan, nll
 
-    monkeypatch.setattr(trainer_mod, "label_smoothed_loss", poisoned)
+    monkeypatch.setattr(step_mod, "label_smoothed_loss", poisoned)
     trainer = Trainer(
         tiny_config("train.steps=10", "train.max_bad_steps=3"), tmp_path / "r", show_progress=False
     )
@@ -409,3 +412,74 @@ def test_fp16_overflow_lowers_the_loss_scale_and_is_not_a_bad_step(tmp_path):
     assert trainer.scaler.get_scale() <= 2.0**39
     saved = load_checkpoint(step_checkpoints(tmp_path / "r" / "checkpoints")[-1], with_trainer=True)
     assert saved.trainer is not None and saved.trainer["scaler"]["scale"] == trainer.scaler.get_scale()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk_elements", [11, 40, 10_000])  # one row, several rows, all rows at once
+def test_chunked_label_smoothing_matches_pytorch_cross_entropy(dtype, chunk_elements):
+    """Loss and gradient of the chunked loss against autograd through PyTorch's own label-smoothed
+    cross entropy on the same logits in fp32, whatever the chunking, in fp32 and bf16."""
+    torch.manual_seed(3)
+    vocab, eps, pad = 11, 0.1, 0
+    target = torch.randint(1, vocab, (4, 6))
+    target[1, 2:] = pad
+    logits = torch.randn(4, 6, vocab).to(dtype)
+    ours = logits.clone().requires_grad_(True)
+    reference = logits.float().requires_grad_(True)
+    smoothed, nll = label_smoothed_loss(ours, target, eps, pad, chunk_elements=chunk_elements)
+    (0.25 * smoothed).backward()
+    flat_logits, flat_target = reference.reshape(-1, vocab), target.reshape(-1)
+    loss_kw = {"ignore_index": pad, "reduction": "sum"}
+    expected = torch.nn.functional.cross_entropy(flat_logits, flat_target, label_smoothing=eps, **loss_kw)
+    (0.25 * expected).backward()
+    expected_nll = torch.nn.functional.cross_entropy(flat_logits.detach(), flat_target, **loss_kw)
+    assert smoothed.dtype == nll.dtype == torch.float32
+    assert smoothed.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(expected_nll.item(), rel=1e-6)
+    assert ours.grad.dtype == dtype
+    tolerance = 1e-6 if dtype == torch.float32 else 4e-3  # bf16 keeps 8 bits of the gradient
+    assert torch.allclose(ours.grad.float(), reference.grad, atol=tolerance, rtol=tolerance)
+    assert ours.grad[target.eq(pad)].abs().max() == 0
+
+
+def test_chunked_label_smoothing_never_holds_all_log_probabilities():
+    """The fp32 log-softmax runs on at most `chunk_elements` logits at a time, and the loss can
+    be backpropagated once only (its gradient is scaled in place)."""
+    sizes: list[int] = []
+
+    class Recorder(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (torch.Tensor.log_softmax, torch.log_softmax):
+                sizes.append(args[0].numel())
+            return func(*args, **(kwargs or {}))
+
+    logits = torch.randn(3, 50, 16, requires_grad=True)
+    target = torch.randint(1, 16, (3, 50))
+    with Recorder():
+        loss, _ = label_smoothed_loss(logits, target, 0.1, PAD, chunk_elements=16 * 7)
+    assert sizes and max(sizes) <= 16 * 7 and sum(sizes) == logits.numel()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="once"):
+        loss.backward()
+
+
+def test_label_smoothing_without_gradient_keeps_no_gradient_buffer():
+    """Validation (no autograd) takes the same values and allocates no (tokens, V) gradient."""
+    torch.manual_seed(4)
+    logits, target = torch.randn(2, 5, 9, requires_grad=True), torch.randint(1, 9, (2, 5))
+    allocated: list[tuple[int, ...]] = []
+
+    class Recorder(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.empty_like:
+                allocated.append(tuple(args[0].shape))
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Recorder():
+        loss, _ = label_smoothed_loss(logits, target, 0.1, PAD, chunk_elements=9)
+    assert allocated == []
+    expected = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, 9), target.reshape(-1), label_smoothing=0.1, reduction="sum"
+    )
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert not loss.requires_grad

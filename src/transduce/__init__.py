@@ -1,3 +1,149 @@
-"""transduce: Transformer and Universal Transformer sequence transduction."""
+"""transduce: Transformer and Universal Transformer sequence transduction.
+
+The Python API, for a notebook or a script: the same paths as the command line, as functions.
+
+    import transduce
+
+    cfg = transduce.load_config("small", ["data.task=reverse", "train.steps=2000"])
+    transduce.fit(cfg, "runs/reverse")                       # as `transduce train`
+    model = transduce.load("runs/reverse")                   # its best checkpoint
+    transduce.translate(model, ["1 2 3", "4 5"], beam=4)     # ['3 2 1', '5 4']
+    transduce.score(model, ["1 2 3"], ["3 2 1"])[0].log_prob
+
+Each function imports what it needs when called, so `import transduce` stays cheap (no torch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from .config import Config
+    from .decode.pipeline import Loaded, Output
+    from .decode.scoring import Score
+    from .store.load import LoadedModel
 
 __version__ = "0.1.0"
+__all__ = ["fit", "hypotheses", "load", "load_config", "score", "translate"]
+
+
+def load_config(source: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """The config `source` names, with dotted `overrides` such as `"train.steps=2000"` applied.
+
+    `source`: a preset (`small`, `small-fast`, `base`, `big`, `parse`), a TOML/YAML file, or a
+    checkpoint or run directory (the config it was trained with). Unknown keys and bad values
+    raise `ConfigError`, naming the key and what it allows."""
+    from .store.load import config_from
+
+    return config_from(str(source), list(overrides))
+
+
+def fit(
+    config: Config | str | Path,
+    run_dir: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    resume: bool = True,
+    init_from: str | Path | None = None,
+    keep_optimizer: bool = False,
+    keep_step: bool = False,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Train into `run_dir` as `transduce train` does; returns the last validation's metrics.
+    (Not named `train`: that is the package `transduce.train`, which importing it would put here.)
+
+    `config`: a `Config` or what `load_config` takes, with `overrides` applied. The run directory
+    gets checkpoints, `best.json`, `train.log` and TensorBoard files; an interrupted run continues
+    from its newest checkpoint when trained again (`resume`). `init_from` starts a new run from
+    trained weights (fine-tuning; `keep_optimizer` and `keep_step` take Adam's state and the step
+    count along). The run directory is checked as on the command line (`OutputError` when it lies
+    in the dataset or in another command's output, or holds checkpoints and `resume` is off)."""
+    from pathlib import Path
+
+    from .config import Config, build_config
+    from .train.build import run_directory
+    from .train.trainer import Trainer
+
+    if (keep_optimizer or keep_step) and init_from is None:
+        raise ValueError("keep_optimizer and keep_step go with init_from")
+    if isinstance(config, Config):
+        cfg = build_config(config.model_dump(), list(overrides)) if overrides else config
+    else:
+        cfg = load_config(config, overrides)
+    start = Path(init_from) if init_from is not None else None
+    run = run_directory(str(run_dir), Path(run_dir), resume, cfg.data.dataset, start)
+    trainer = Trainer(cfg, run, show_progress=progress)
+
+    def init() -> None:
+        assert start is not None
+        trainer.init_from(start, keep_optimizer, keep_step)
+
+    return trainer.fit(resume=resume, init=init if start is not None else None)
+
+
+def load(
+    path: str | Path, *, device: str = "auto", quantize: str = "none", threads: int | None = None
+) -> LoadedModel:
+    """A checkpoint, or a run directory's best checkpoint, ready to decode (as `transduce translate`
+    loads it): on `device` (`auto`: the first CUDA device when there is one, else the CPU), on the
+    CPU with its weights packed for oneDNN or, with `quantize="int8"`, quantised; `threads` sets
+    PyTorch's CPU threads. A list of loaded models decodes as their ensemble."""
+    from pathlib import Path
+
+    from .store.load import load_for_decoding
+
+    return load_for_decoding(Path(path), quantize, threads, device)
+
+
+def translate(
+    model: Loaded,
+    lines: Sequence[str],
+    *,
+    greedy: bool = False,
+    prefixes: Sequence[str] | None = None,
+    **options: Any,
+) -> list[str]:
+    """Each line's output: its translation (a parser's tree, a classifier's labels, a language
+    model's continuation of it), in input order; an empty line gives an empty output.
+
+    `options` overlay the checkpoint's decoding settings (the `decode.` keys: `beam`, `alpha`,
+    `max_len_a`, `max_len_b`, `min_len`, `max_tokens`, `sample`, `temperature`, `top_k`, `top_p`,
+    `seed`); `greedy` searches greedily; `prefixes` gives each line the text its output starts
+    with. For several outputs per line (`nbest`, `num_samples`) use `hypotheses`."""
+    return [found[0].text for found in hypotheses(model, lines, greedy=greedy, prefixes=prefixes, **options)]
+
+
+def hypotheses(
+    model: Loaded,
+    lines: Sequence[str],
+    *,
+    greedy: bool = False,
+    prefixes: Sequence[str] | None = None,
+    **options: Any,
+) -> list[list[Output]]:
+    """Each line's outputs with their scores (`.text`, `.score`): the `nbest` best, or with
+    `sample=True` its `num_samples` samples; the options are `translate`'s."""
+    from .decode.options import decode_options
+    from .decode.pipeline import decoding_model, translate_lines
+
+    reader, _ = decoding_model(model)
+    unknown = sorted(set(options) - set(type(reader.config.decode).model_fields))
+    if unknown:
+        allowed = ", ".join(type(reader.config.decode).model_fields)
+        raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {allowed}")
+    settings = decode_options(reader.config.decode, **options)
+    outputs, _ = translate_lines(model, list(lines), settings, greedy, prefixes=prefixes)
+    return outputs
+
+
+def score(
+    model: Loaded, sources: Sequence[str], targets: Sequence[str], *, per_token: bool = False
+) -> list[Score]:
+    """log P(target | source) of each pair (forced decoding), as `transduce score` prints it:
+    `.log_prob` (EOS included), `.mean` per token, and with `per_token` each token's `.tokens`."""
+    from .decode.pipeline import score_lines
+
+    return score_lines(model, list(sources), list(targets), per_token=per_token)

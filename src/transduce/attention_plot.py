@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from .data.batching import annotation_tensors, encode_sources
 from .data.vocab import BOS
+from .decode.kinds import decoding_for
 from .decode.pipeline import encode_lines
 from .decode.search import greedy
 from .model.attention import record_attention
@@ -29,9 +30,11 @@ class Example:
     source: dict[str, Tensor]  # factors / syntax tensors of annotated models
 
     def src_labels(self, loaded: LoadedModel) -> list[str]:
+        """The encoder's input tokens: the source and EOS."""
         return [*(loaded.src_vocab.token(i) for i in self.src_ids), "</s>"]
 
     def tgt_labels(self, loaded: LoadedModel) -> list[str]:
+        """The decoder's input tokens: <s> and the target."""
         return ["<s>", *(loaded.tgt_vocab.token(i) for i in self.tgt_ids)]
 
     def forward(self, model: EncoderDecoder) -> ModelOutput:
@@ -76,9 +79,9 @@ def collect_attention(model: EncoderDecoder, example: Example) -> dict[str, list
 
 
 def check_plottable(model: nn.Module) -> None:
-    """ValueError unless the model is an encoder-decoder: the plots follow a source through both
-    stacks and the cross-attention between them."""
-    if model.kind != "encoder_decoder":
+    """ValueError unless the model's kind can be plotted (an encoder-decoder): the plots follow a
+    source through both stacks and the cross-attention between them."""
+    if not decoding_for(model.kind).plots:
         raise ValueError(
             f"attention plots need an encoder-decoder model; this one is model.kind='{model.kind}'"
         )
@@ -102,36 +105,53 @@ def ponder_steps(model: EncoderDecoder, example: Example) -> dict[str, Tensor]:
     return {side: p.steps[0].cpu() for side, p in example.forward(model).ponder.items()}
 
 
+@dataclass
+class HeatMap:
+    """One figure written: its file, what it shows, and its axis labels, one per row (query) and
+    per column (key) of the weights it draws."""
+
+    path: Path
+    kind: str
+    layer: int
+    rows: list[str]
+    cols: list[str]
+
+
+def axis_labels(example: Example, loaded: LoadedModel) -> dict[str, tuple[list[str], list[str]]]:
+    """(row labels, column labels) per kind: the source + EOS that the encoder reads, and the
+    <s> + target that the decoder reads, each position labelled with its own input token."""
+    src, tgt = example.src_labels(loaded), example.tgt_labels(loaded)
+    return {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (tgt, src)}
+
+
 def plot_attention(
     weights: dict[str, list[Tensor]],
-    src_tokens: list[str],
-    tgt_tokens: list[str],
+    labels: dict[str, tuple[list[str], list[str]]],
     out_dir: Path,
     layers: list[int] | None = None,
     heads: list[int] | None = None,
-) -> list[Path]:
-    """One PNG per (kind, layer) with a panel per head; returns the files written."""
+) -> list[HeatMap]:
+    """One PNG per (kind, layer) with a panel per head; `labels` from `axis_labels`. Returns the
+    maps written; ValueError if the labels do not fit the weights (one per row and column)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    src_labels = [*src_tokens, "</s>"]
-    tgt_labels = ["<s>", *tgt_tokens]
-    labels = {
-        "encoder": (src_labels, src_labels),
-        "decoder": (tgt_labels, tgt_labels),
-        "cross": (tgt_labels, src_labels),
-    }
     written = []
     for kind, per_layer in weights.items():
+        rows, cols = labels[kind]
         for layer, w in enumerate(per_layer):
             if layers is not None and layer not in layers:
                 continue
+            if tuple(w.shape[1:]) != (len(rows), len(cols)):
+                raise ValueError(
+                    f"{kind} layer {layer}: weights of shape {tuple(w.shape[1:])} for "
+                    f"{len(rows)} x {len(cols)} labels"
+                )
             chosen = heads if heads is not None else list(range(w.shape[0]))
             fig, axes = plt.subplots(1, len(chosen), figsize=(3.2 * len(chosen), 3.4), squeeze=False)
-            rows, cols = labels[kind]
             for ax, h in zip(axes[0], chosen, strict=True):
                 ax.imshow(w[h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
                 ax.set_title(f"{kind} layer {layer} head {h}", fontsize=8)
@@ -141,7 +161,7 @@ def plot_attention(
             path = out_dir / f"{kind}-layer{layer}.png"
             fig.savefig(path, dpi=110)
             plt.close(fig)
-            written.append(path)
+            written.append(HeatMap(path, kind, layer, rows, cols))
     return written
 
 

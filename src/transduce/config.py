@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import reprlib
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomllib
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 
 class ConfigError(ValueError):
@@ -27,7 +27,7 @@ class ConfigError(ValueError):
 WIDTH_MAX = 65536  # d_model, d_ff: 5x GPT-3's d_model (12288); T5-11B's d_ff is 65536
 DEPTH_MAX = 64  # layers per stack
 POSITIONS_MAX = 65536  # sequence positions: learned tables, windows, decode lengths
-COUNT_MAX = 10**9  # steps and step intervals (bench/mt.py runs "1e8 steps" under a time budget)
+COUNT_MAX = 10**9  # steps and step intervals (bench/mt/vs_marian.py runs "1e8 steps" under a time budget)
 TOKENS_MAX = 1 << 20  # tokens in one batch
 SEED_MAX = 2**32 - 1  # a 32-bit seed, which every numpy and torch generator takes
 TASK_LEN_MAX = 1000  # generated-task lengths (the Universal Transformer paper tests up to 400)
@@ -99,7 +99,7 @@ class ModelConfig(_Section):
     final_logits_bias: bool = Field(
         False,
         description="a fixed (never trained) output bias, as OPUS-MT models carry; "
-        "`import marian` sets it when the model's bias is not all zero",
+        "`import marian` sets it (Marian's bias, and a mask on BOS, which repeats Marian's start row)",
     )
     local_window: int | None = Field(None, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
     num_classes: int | None = Field(None, ge=2, le=TOKENS_MAX, description=f"2..{TOKENS_MAX}")
@@ -308,8 +308,9 @@ class TrainConfig(_Section):
         None,
         ge=1,
         le=COUNT_MAX,
-        description="at the end of training, write <run>/averaged, the mean of the last N "
-        f"checkpoints; none (off) or 1..{COUNT_MAX}, at most keep_last",
+        description="at the end of training, average the last N checkpoints past the warmup into "
+        "<run>/averaged, kept if it scores on dev at least as well as the best checkpoint; "
+        f"none (off) or 1..{COUNT_MAX}, at most keep_last",
     )
     max_bad_steps: int = Field(5, ge=1, le=COUNT_MAX)
     log_every: int = Field(50, ge=1, le=COUNT_MAX)
@@ -341,12 +342,19 @@ class TrainConfig(_Section):
 class DecodeConfig(_Section):
     """Search and sampling settings (SPEC section 6)."""
 
-    beam: int = Field(4, ge=1, le=1000)
+    beam: int = Field(4, ge=1, le=1000, description="beam size; 1..1000")
     alpha: float = Field(0.6, ge=0.0, le=10.0, description="length penalty; 0..10")
     max_len_a: float = Field(1.0, ge=0.0, le=100.0, description="output length per source token; 0..100")
-    max_len_b: int = Field(50, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
-    min_len: int = Field(0, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
-    nbest: int = Field(1, ge=1)
+    max_len_b: int = Field(
+        50, ge=0, le=POSITIONS_MAX, description=f"output length beyond max_len_a's; 0..{POSITIONS_MAX}"
+    )
+    min_len: int = Field(
+        0,
+        ge=0,
+        le=POSITIONS_MAX,
+        description=f"minimum output length (EOS blocked before it); 0..{POSITIONS_MAX}",
+    )
+    nbest: int = Field(1, ge=1, description="outputs per input, best first; 1..beam")
     max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"1..{TOKENS_MAX}")
     # Sampling (decode/sampling.py) instead of search; beam, alpha and nbest do not apply to it.
     sample: bool = Field(False, description="draw outputs at random instead of searching for the best")
@@ -361,11 +369,18 @@ class DecodeConfig(_Section):
         None, ge=0, le=SEED_MAX, description=f"sampling seed (none: torch's global RNG); 0..{SEED_MAX}"
     )
     num_samples: int = Field(1, ge=1, le=1000, description="samples per input; 1..1000")
+    # decode/static.py: fixed-shape caches, and on CUDA the decoder step replayed as a CUDA graph.
+    static_cache: bool = Field(
+        False,
+        description="fixed-shape decoder caches; on CUDA one captured graph per step (plain Transformers)",
+    )
 
     @model_validator(mode="after")
-    def _nbest_within_beam(self) -> DecodeConfig:
+    def _nbest_within_beam(self, info: ValidationInfo) -> DecodeConfig:
+        """Names the fields as the config does, or as the validation context's `name` does."""
         if self.nbest > self.beam:
-            raise ValueError(f"decode.nbest ({self.nbest}) must not exceed decode.beam ({self.beam})")
+            name = (info.context or {}).get("name", lambda field: f"decode.{field}")
+            raise ValueError(f"{name('nbest')} ({self.nbest}) must not exceed {name('beam')} ({self.beam})")
         return self
 
 

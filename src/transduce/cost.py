@@ -20,6 +20,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .model import build_model
+from .model.kinds import assembly_for
 from .model.layers import TransformerLayer
 
 
@@ -51,9 +52,10 @@ def cost_table(cfg: ModelConfig, src_len: int, tgt_len: int, model: nn.Module | 
     m, n = src_len, tgt_len
     rows: list[CostRow] = []
     universal = cfg.arch == "universal"  # one shared layer applied `steps` times
-    enc_layers = (cfg.encoder_steps if universal else cfg.encoder_layers) if cfg.kind != "decoder" else 0
-    dec_layers = (cfg.decoder_steps if universal else cfg.decoder_layers) if cfg.kind != "encoder" else 0
-    cross = cfg.kind == "encoder_decoder"
+    assembly = assembly_for(cfg.kind)
+    enc_layers = (cfg.encoder_steps if universal else cfg.encoder_layers) if assembly.encoder else 0
+    dec_layers = (cfg.decoder_steps if universal else cfg.decoder_layers) if assembly.decoder else 0
+    cross = assembly.cross_attention
     conv = cfg.transition == "conv"
     k = cfg.conv_kernel
     transition_name = "conv transition" if conv else "feed-forward"
@@ -107,8 +109,9 @@ def embedding_params(model: nn.Module) -> int:
 
 
 def output_mults(cfg: ModelConfig, vocab: int, tgt_len: int) -> int:
-    """The pre-softmax projection: d x V multiplications per target token."""
-    return 0 if cfg.kind == "encoder" else tgt_len * cfg.d_model * vocab
+    """The pre-softmax projection: d x V multiplications per target token (a classifier's head
+    over classes is not counted)."""
+    return tgt_len * cfg.d_model * vocab if assembly_for(cfg.kind).decoder else 0
 
 
 def flops_per_token(
@@ -117,7 +120,7 @@ def flops_per_token(
     """Forward FLOPs (2 x multiplications) per target token; training = 3 x forward."""
     mults = sum(r.times * r.mults for r in cost_table(cfg, src_len, tgt_len))
     mults += output_mults(cfg, vocab, tgt_len)
-    tokens = tgt_len if cfg.kind != "encoder" else src_len
+    tokens = tgt_len if assembly_for(cfg.kind).decoder else src_len  # a classifier's: its source
     return (6.0 if training else 2.0) * mults / tokens
 
 

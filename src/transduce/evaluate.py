@@ -53,6 +53,7 @@ class TextReport:
     scores: BleuReport
     perplexity: float  # of the first reference set
     tokens: int
+    hypotheses: list[str]  # the translations scored, one per source line
 
 
 @dataclass
@@ -98,11 +99,12 @@ def evaluate_text(
     outputs, encoded = translate_lines(
         loaded, sources, options, greedy=greedy, trees=trees, on_batch=on_batch, shortlist=shortlist
     )
-    scores = corpus_scores([o[0].text for o in outputs], *references)
+    hypotheses = [o[0].text for o in outputs]
+    scores = corpus_scores(hypotheses, *references)
     reader, model = decoding_model(loaded)
     refs = [reader.tgt_vocab.encode(r) for r in references[0]]
     nll, tokens = reference_nll(model, encoded.sources, refs, encoded.annotations)
-    return TextReport(scores, perplexity(nll, tokens), tokens)
+    return TextReport(scores, perplexity(nll, tokens), tokens, hypotheses)
 
 
 def split_pairs(loaded: LoadedModel, split: str) -> tuple[list[list[int]], list[list[int]]]:

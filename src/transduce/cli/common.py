@@ -21,7 +21,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
-from typer.core import TyperGroup
+
+from ..choices import QUANTIZE
+from ..config import PRESETS
+from .metavars import App, Group, one_of
 
 if TYPE_CHECKING:
     from ..decode.shortlist import Shortlist
@@ -58,7 +61,7 @@ def _usage_errors(command: str) -> Iterator[None]:
         fail(f"{exc.format_message().rstrip('.')}; see `{where} --help`")
 
 
-class _Commands(TyperGroup):
+class _Commands(Group):
     """The top-level group: usage errors of the group and of every command under it, which click
     raises while making a context or resolving and running a command, end in `fail`."""
 
@@ -73,7 +76,7 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
 
 
-app = typer.Typer(
+app = App(
     cls=_Commands,
     help="Train, decode, evaluate and inspect Transformer sequence-to-sequence models.",
     no_args_is_help=True,
@@ -146,21 +149,42 @@ class RateColumn(ProgressColumn):
 @contextlib.contextmanager
 def decode_progress(description: str, total: int | None, show: bool = True) -> Iterator[Advance]:
     """The progress display of a decoding command (done / total when known, sentences/s and
-    tokens/s); yields the callback that the library calls after each batch."""
+    tokens/s); yields the callback that the library calls after each batch. A command that ends
+    in an error (or any exception) clears the display, so its `error:` line is all that is left
+    on stderr, instead of a "0 lines" progress line after it."""
     columns: list[str | ProgressColumn] = [TextColumn(f"[bold]{description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
     else:
         columns.append(TextColumn("{task.completed} lines"))
-    with Progress(*columns, RateColumn(), console=console, disable=not show) as progress:
-        task = progress.add_task(description, total=total, tokens=0)
-        counted = {"tokens": 0}
+    progress = Progress(*columns, RateColumn(), console=console, disable=not show)
+    task = progress.add_task(description, total=total, tokens=0)
+    counted = {"tokens": 0}
 
-        def advance(lines: int, tokens: int) -> None:
-            counted["tokens"] += tokens
-            progress.update(task, advance=lines, tokens=counted["tokens"])
+    def advance(lines: int, tokens: int) -> None:
+        counted["tokens"] += tokens
+        progress.update(task, advance=lines, tokens=counted["tokens"])
 
+    progress.start()
+    try:
         yield advance
+    except BaseException:
+        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
+        # prints a blank line to a file or pipe
+        progress.live.transient = True
+        progress.live.stop()
+        raise
+    progress.stop()
+
+
+def presets() -> str:
+    """The presets with their sizes, read from the preset data (config.PRESETS) for --help."""
+    sizes = []
+    for name, preset in PRESETS.items():
+        model = preset["model"]
+        layers = f"{model['encoder_layers']}+{model['decoder_layers']} layers"
+        sizes.append(f"{name} (d_model {model['d_model']}, {layers})")
+    return ", ".join(sizes)
 
 
 def out_option(contents: str) -> Any:
@@ -201,8 +225,9 @@ Device = Annotated[
 Quantize = Annotated[
     str,
     typer.Option(
+        metavar=one_of(QUANTIZE),
         help="none (float32; on CPU with weights pre-packed for oneDNN), or int8: dynamic int8 "
-        "quantisation of the linear layers (CPU decoding)."
+        "quantisation of the linear layers (CPU decoding).",
     ),
 ]
 ShortlistFile = Annotated[
@@ -216,6 +241,13 @@ ShortlistFile = Annotated[
 Beam = Annotated[int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")]
 Alpha = Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")]
 Greedy = Annotated[bool, typer.Option(help="Greedy search instead of beam search.")]
+StaticCache = Annotated[
+    bool,
+    typer.Option(
+        help="Decode with fixed-shape caches: on a CUDA device each decoder step is one replayed CUDA "
+        "graph instead of hundreds of kernel launches (one plain Transformer encoder-decoder)."
+    ),
+]
 Sample = Annotated[
     bool, typer.Option(help="Draw outputs at random from the model instead of searching (back-translation).")
 ]

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
+from ..choices import CT2_QUANTIZATIONS, EXPORT_FORMATS
 from .common import Checkpoint, Force, app, console, fail, out_option, read_shortlist, user_errors
+from .metavars import App, one_of
 
-import_app = typer.Typer(
-    help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True
-)
+import_app = App(help="Convert other toolkits' models into transduce checkpoints.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
 
@@ -46,11 +46,15 @@ def export_cmd(
     checkpoint: Checkpoint,
     format: Annotated[
         str,
-        typer.Option(help="marian (a Hugging Face MarianMTModel directory) or ctranslate2."),
+        typer.Option(
+            metavar=one_of(EXPORT_FORMATS),
+            help="marian (a Hugging Face MarianMTModel directory) or ctranslate2.",
+        ),
     ] = "marian",
     out: Annotated[Path, out_option("Directory to write.")] = Path("exported"),
     quantization: Annotated[
-        str, typer.Option(help="ctranslate2 weights: float32, int8, int8_float32, int16, float16, ...")
+        str,
+        typer.Option(metavar="TYPE", help=f"ctranslate2: the weights' type: {', '.join(CT2_QUANTIZATIONS)}."),
     ] = "float32",
     force: Force = False,
     shortlist: Annotated[
@@ -65,14 +69,14 @@ def export_cmd(
 
     An existing -o is replaced only if `export` wrote it (else --force)."""
     from ..fileio import OutputError
-    from ..interop.ctranslate2 import QUANTIZATIONS, ExportError, export_ctranslate2
+    from ..interop.ctranslate2 import ExportError, export_ctranslate2
     from ..interop.marian import MarianError, export_marian
     from ..store.checkpoint import CheckpointError
 
-    if format not in ("marian", "ctranslate2"):
-        fail(f"--format {format!r}: allowed: marian, ctranslate2")
-    if quantization not in QUANTIZATIONS:
-        fail(f"--quantization {quantization!r}: allowed: {', '.join(QUANTIZATIONS)}")
+    if format not in EXPORT_FORMATS:
+        fail(f"--format {format!r}: allowed: {', '.join(EXPORT_FORMATS)}")
+    if quantization not in CT2_QUANTIZATIONS:
+        fail(f"--quantization {quantization!r}: allowed: {', '.join(CT2_QUANTIZATIONS)}")
     if shortlist is not None and format != "ctranslate2":
         fail("--shortlist goes with --format ctranslate2 (a Marian model has no vocabulary map)")
     listed = read_shortlist(shortlist)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import ConfigError, DecodeConfig
+from ..choices import SPLITS
+from ..config import DecodeConfig
 from .common import (
     Advance,
     Alpha,
@@ -22,6 +24,7 @@ from .common import (
     Sample,
     Seed,
     ShortlistFile,
+    StaticCache,
     Temperature,
     Threads,
     TopK,
@@ -35,6 +38,7 @@ from .common import (
     stdout,
     user_errors,
 )
+from .metavars import one_of
 
 if TYPE_CHECKING:
     from ..evaluate import AccuracyReport
@@ -63,16 +67,35 @@ def _write_output(path: Path | None, lines: list[str]) -> None:
 
     try:
         write_output_file(path, "".join(line + "\n" for line in lines))
-    except (OutputError, OSError) as exc:
-        fail(f"cannot write {path}: {exc}")
+    except OutputError as exc:  # a WriteError already names the path
+        fail(str(exc))
+    except OSError as exc:  # a device or pipe written through
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+
+
+@contextlib.contextmanager
+def _target_words(path: Path | None) -> Iterator[None]:
+    """A word of the target-side file `path` that the model's vocabulary cannot spell, as one
+    error naming the file, line and word."""
+    from ..decode.targets import UnknownWordError
+
+    try:
+        yield
+    except UnknownWordError as exc:
+        fail(f"{path}:{exc.line}: {exc.reason}")
 
 
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
-    """The checkpoint's search settings with the given options overlaid."""
-    from ..decode.pipeline import decode_options
+    """The checkpoint's search settings with the given options overlaid, checked against the model
+    before any decoding; errors name the command-line options (`--top-k`)."""
+    from ..decode.options import OptionsError, check_for_model, decode_options
 
-    with user_errors(ConfigError):
-        return decode_options(loaded.config.decode, **given)
+    try:
+        options = decode_options(loaded.config.decode, **given)
+        check_for_model(loaded.model, options)
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    return options
 
 
 Prefix = Annotated[
@@ -137,6 +160,7 @@ def translate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -169,6 +193,7 @@ def translate(
         top_p=top_p,
         seed=seed,
         num_samples=num_samples,
+        static_cache=static_cache or None,
     )
     if greedy and opts.sample:
         fail("--greedy and --sample exclude each other; choose one")
@@ -182,7 +207,7 @@ def translate(
             forced = prefixes[first : first + len(lines)]
             if len(forced) < len(lines):
                 fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
-        with user_errors(ValueError):
+        with user_errors(ValueError), _target_words(prefix):
             outputs, encoded = translate_lines(
                 loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first, listed
             )
@@ -225,6 +250,25 @@ def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> in
     return done
 
 
+KeptTranslations = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Also write the translations of --src to this file, one per line, as translate -o "
+        "does (replaced atomically; never one of the inputs).",
+    ),
+]
+
+
+def _check_kept(output: Path, without_translations: list[object], inputs: list[Path]) -> None:
+    """evaluate -o: refused where nothing is translated (--hyp, --split, --trees), or where it
+    would overwrite an input."""
+    if any(given is not None for given in without_translations):
+        fail("-o keeps the translations of --src; --hyp, --split and --trees make none to keep")
+    _check_output(output, inputs)
+
+
 @app.command()
 def evaluate(
     checkpoints: Annotated[
@@ -248,7 +292,7 @@ def evaluate(
     ] = None,
     split: Annotated[
         str | None,
-        typer.Option(help="For models of a generated task: dev, test or test_long."),
+        typer.Option(metavar=one_of(SPLITS), help="For models of a generated task: dev, test or test_long."),
     ] = None,
     trees: Annotated[
         Path | None,
@@ -268,15 +312,21 @@ def evaluate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    output: KeptTranslations = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
 
     A language model's perplexity counts its prompts (the --src lines) with the references, as
-    training does. The progress display shows sentences/s and output tokens/s."""
+    training does. The progress display shows sentences/s and output tokens/s. With -o the
+    translations scored are kept, which saves decoding them again with translate."""
     from .. import evaluate as ev
+    from ..decode.kinds import decoding_for
     from ..metrics import corpus_scores
 
+    if output is not None:
+        _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
     with user_errors(ValueError):
         if trees is not None:
@@ -290,8 +340,10 @@ def evaluate(
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         loaded = loaded_models(checkpoints, quantize, threads, device)
+        if output is not None:
+            _check_output(output, [m.path for m in loaded])
         listed = read_shortlist(shortlist)
-        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
+        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1, static_cache=static_cache or None)
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
                 r = ev.evaluate_split(loaded, split, opts, greedy, advance, listed)
@@ -300,7 +352,9 @@ def evaluate(
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
-        if loaded[0].config.model.kind == "encoder":
+        if decoding_for(loaded[0].config.model.kind).labels:
+            if output is not None:
+                fail("-o keeps translations; a classifier's labels are printed by translate")
             if len(refs) > 1:
                 fail("a classifier is evaluated on one --ref file of labels")
             with decode_progress("evaluating", len(sources)) as advance:
@@ -308,6 +362,8 @@ def evaluate(
             return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
+    if output is not None:
+        _write_output(output, report.hypotheses)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
 
@@ -321,7 +377,10 @@ def score(
         Path | None, typer.Option("--output", "-o", help="Output file; default or '-': stdout.")
     ] = None,
     per_token: Annotated[
-        bool, typer.Option(help="Also list each target token's log-probability (EOS last).")
+        bool,
+        typer.Option(
+            help="Also list each scored token with its log-probability, as TOKEN=LOGPROB (EOS last)."
+        ),
     ] = False,
     max_tokens: Annotated[
         int, typer.Option(min=1, help="Token budget of a batch (source plus target tokens).")
@@ -339,8 +398,10 @@ def score(
     """Forced decoding: how probable the model finds each target given its source.
 
     One row per pair, in input order: 'log P(target + EOS | source) <TAB> the same per token'
-    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column of
-    space-separated token log-probabilities. With several checkpoints, scores under their
+    (natural log; tokens are the target's subwords plus EOS), with --per-token a third column:
+    each token scored and its log-probability as TOKEN=LOGPROB, space-separated, in order, EOS
+    last as </s> (tokens as the vocabulary writes them: sentencepiece pieces mark a space with
+    ▁; the log-probability follows the last '='). With several checkpoints, scores under their
     ensemble (the log of their averaged probabilities). A language model scores its prompt (the
     source), the target and EOS as one sequence; a classifier the target's labels (no EOS)."""
     from ..decode.pipeline import score_lines
@@ -351,13 +412,14 @@ def score(
     sources, targets = _read_input(src), _read_input(tgt)
     if len(sources) != len(targets):
         fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
-    with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError):
+    with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError), _target_words(tgt):
         scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
+    vocab = loaded[0].tgt_vocab
     rows = []
     for s in scores:
         row = f"{s.log_prob:.4f}\t{s.mean:.4f}"
-        if s.tokens is not None:
-            row += "\t" + " ".join(f"{t:.4f}" for t in s.tokens)
+        if s.tokens is not None and s.ids is not None:
+            row += "\t" + " ".join(f"{vocab.token(i)}={t:.4f}" for i, t in zip(s.ids, s.tokens, strict=True))
         rows.append(row)
     _write_output(output, rows)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -18,8 +18,16 @@ Heads = Annotated[str | None, typer.Option(help="Comma-separated head numbers; d
 
 
 def _check_folder(out_dir: Path) -> None:
+    from ..fileio import OutputError, check_path
+
+    with user_errors(OutputError):
+        check_path(out_dir, renamed=False)
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"{out_dir} is a file; -o takes a folder for the PNG files")
+
+
+def _unwritable(out_dir: Path, exc: OSError) -> NoReturn:
+    fail(f"cannot write {out_dir}: {exc.strerror or exc}")
 
 
 def _numbers(text: str | None, option: str) -> list[int] | None:
@@ -40,7 +48,7 @@ def attention(
     src_trees: SourceTree = None,
 ) -> None:
     """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
-    from ..attention_plot import check_selection, collect_attention, make_example, plot_attention
+    from ..attention_plot import axis_labels, check_selection, collect_attention, make_example, plot_attention
 
     _check_folder(out_dir)
     loaded = loaded_model(checkpoint)
@@ -50,8 +58,7 @@ def attention(
         example = make_example(loaded, source, target, src_trees)
     files = plot_attention(
         collect_attention(loaded.model, example),
-        example.src_labels(loaded),
-        example.tgt_labels(loaded),
+        axis_labels(example, loaded),
         out_dir,
         chosen_layers,
         chosen_heads,
@@ -77,12 +84,15 @@ def ponder(
     with user_errors(ValueError):
         example = make_example(loaded, source, None, src_trees)
     steps = ponder_steps(loaded.model, example)
-    src_plot = plot_ponder(
-        steps["encoder"], example.src_labels(loaded), out_dir / "encoder-ponder.png", "encoder: ACT steps"
-    )
-    tgt_plot = plot_ponder(
-        steps["decoder"], example.tgt_labels(loaded), out_dir / "decoder-ponder.png", "decoder: ACT steps"
-    )
+    try:
+        src_plot = plot_ponder(
+            steps["encoder"], example.src_labels(loaded), out_dir / "encoder-ponder.png", "encoder: ACT steps"
+        )
+        tgt_plot = plot_ponder(
+            steps["decoder"], example.tgt_labels(loaded), out_dir / "decoder-ponder.png", "decoder: ACT steps"
+        )
+    except OSError as exc:  # a full disk
+        _unwritable(out_dir, exc)
     stdout.print(f"output: {loaded.tgt_vocab.decode(example.tgt_ids)}")
     stdout.print(f"encoder steps: {steps['encoder'].tolist()}")
     stdout.print(f"wrote {src_plot}, {tgt_plot}")

@@ -4,13 +4,15 @@ decoding `shortlist`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.table import Table
 
-from ..config import PRESETS, ConfigError
+from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, SOURCE_FORMATS, SOURCE_TREES, TABS
+from ..config import PRESETS, ConfigError, TaskName
 from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
+from .metavars import one_of
 
 
 @app.command()
@@ -65,7 +67,9 @@ def prepare(
     out: Annotated[Path, out_option("Dataset directory to write.")] = Path("data/prepared"),
     src: Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")] = "src",
     tgt: Annotated[str, typer.Option(help="Target file suffix, e.g. en.")] = "tgt",
-    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size (the paper: 37000 shared).")] = 37000,
+    vocab_size: Annotated[
+        int | None, typer.Option(help="BPE vocabulary size; default 37000 (the paper's, shared).")
+    ] = None,
     separate_vocab: Annotated[
         bool, typer.Option(help="Learn separate source and target vocabularies.")
     ] = False,
@@ -73,8 +77,8 @@ def prepare(
         Path | None,
         typer.Option(
             help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
-            "or dataset instead of learning new ones (--vocab-size and --separate-vocab then do not "
-            "apply): data for fine-tuning with `train --init-from`."
+            "or dataset instead of learning new ones (so without --vocab-size and --separate-vocab): "
+            "data for fine-tuning with `train --init-from`."
         ),
     ] = None,
     vocab_sample: Annotated[
@@ -104,25 +108,36 @@ def prepare(
             "(bracket tokens make tree sources several times longer)."
         ),
     ] = None,
-    empty: Annotated[str, typer.Option(help="Pairs with an empty side: skip (counted) or reject.")] = "skip",
-    tabs: Annotated[str, typer.Option(help="Tabs inside a line: space (replace) or reject.")] = "space",
+    empty: Annotated[
+        str,
+        typer.Option(metavar=one_of(EMPTY_PAIRS), help="Pairs with an empty side: skip (counted) or reject."),
+    ] = "skip",
+    tabs: Annotated[
+        str, typer.Option(metavar=one_of(TABS), help="Tabs inside a line: space (replace) or reject.")
+    ] = "space",
     control: Annotated[
-        str, typer.Option(help="Pairs with control characters: skip (counted, first one shown) or reject.")
+        str,
+        typer.Option(
+            metavar=one_of(CONTROL_CHARACTERS),
+            help="Pairs with control characters: skip (counted, first one shown) or reject.",
+        ),
     ] = "skip",
     task: Annotated[
         str | None,
         typer.Option(
-            help="Instead of text files, generate a task (copy, reverse, double, addition, addition_le, "
-            "lte; majority and updown for classifiers, repeat for language models), or 'parse': "
-            "DATA_DIR holds treebank files train.trees, dev.trees and optional test.trees."
+            metavar="TASK",
+            help=f"Instead of text files, generate a task ({', '.join(get_args(TaskName))}; majority "
+            "and updown are for classifiers, repeat for language models), or 'parse': DATA_DIR holds "
+            "treebank files train.trees, dev.trees and optional test.trees.",
         ),
     ] = None,
     trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
     source_format: Annotated[
         str,
         typer.Option(
+            metavar=one_of(SOURCE_FORMATS),
             help="text, or tree: source lines are bracketed trees, linearised for the encoder "
-            "(tree-to-string)."
+            "(tree-to-string).",
         ),
     ] = "text",
     tree_tags: Annotated[
@@ -136,6 +151,7 @@ def prepare(
     source_trees: Annotated[
         str | None,
         typer.Option(
+            metavar=one_of(SOURCE_TREES),
             help="Syntax trees for syntax-aware attention: "
             "'tree' reads {split}.SRC.tree (bracketed, one per line), "
             "'conllu' reads {split}.SRC.conllu (dependency heads).",
@@ -189,7 +205,7 @@ def prepare(
             src,
             tgt,
             vocab_size,
-            not separate_vocab,
+            False if separate_vocab else None,
             max_len,
             ratio_limit(max_ratio, source_format),
             empty,

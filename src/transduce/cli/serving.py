@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,13 +12,18 @@ from .common import (
     Device,
     Quantize,
     ShortlistFile,
+    StaticCache,
     Threads,
     app,
     console,
+    fail,
     loaded_models,
     read_shortlist,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from ..store.load import LoadedModel
 
 
 @app.command()
@@ -63,10 +69,18 @@ def serve(
             "and the process exits, even mid-decode."
         ),
     ] = 10.0,
+    receive_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a client has to send a whole request (headers and body), from connecting or "
+            "from its first byte; a slower connection is closed."
+        ),
+    ] = 10.0,
     threads: Threads = None,
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
@@ -76,7 +90,7 @@ def serve(
 
     with user_errors(ValueError):
         key = server_api_key(api_key)
-        listen = Listen(host, port, graceful_seconds)
+        listen = Listen(host, port, graceful_seconds, receive_timeout)
         limits = Limits.from_options(ctx.params)  # --max-segments to --batching, by name
         check_listen(listen)
     if not is_loopback(host) and key is None:
@@ -85,7 +99,31 @@ def serve(
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
     loaded = loaded_models(checkpoints, quantize, threads, device)
+    if static_cache:
+        loaded = _with_static_cache(loaded)
     listed = read_shortlist(shortlist)
     with user_errors(ValueError):
         application = create_app(loaded, limits, key, listed)
     run_server(application, listen)
+
+
+def _with_static_cache(loaded: list[LoadedModel]) -> list[LoadedModel]:
+    """The checkpoints with `static_cache` as their decoding default, so every request decodes
+    with it; a model that cannot is refused before the server starts."""
+    from ..decode.options import OptionsError, check_for_model
+    from ..decode.pipeline import decoding_model
+
+    changed = [
+        replace(
+            m,
+            config=m.config.model_copy(
+                update={"decode": m.config.decode.model_copy(update={"static_cache": True})}
+            ),
+        )
+        for m in loaded
+    ]
+    try:
+        check_for_model(decoding_model(changed)[1], changed[0].config.decode)
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    return changed

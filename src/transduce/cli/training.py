@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..config import ConfigError
-from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
+from .common import Force, Overrides, app, console, fail, out_option, presets, stdout, user_errors
 
 if TYPE_CHECKING:
     from ..train.trainer import Trainer
@@ -21,8 +22,8 @@ def train(
     config: Annotated[
         str,
         typer.Argument(
-            help="A preset, a TOML/YAML config file, or a checkpoint or run directory (its saved config; "
-            "with --init-from, the easy way to keep the model's settings)."
+            help=f"A preset: {presets()}; a TOML/YAML config file; or a checkpoint or run directory (its "
+            "saved config; with --init-from, the easy way to keep the model's settings)."
         ),
     ],
     overrides: Overrides = None,
@@ -59,7 +60,7 @@ def train(
     --resume continues the same run on the same data (interrupted runs); --init-from starts a new
     run from trained weights (fine-tuning on new data)."""
     from ..data.dataset import DatasetError
-    from ..fileio import OutputError
+    from ..fileio import OutputError, check_path
     from ..store.checkpoint import CheckpointError
     from ..store.load import config_from
     from ..train.build import run_directory, setup_distributed
@@ -68,6 +69,8 @@ def train(
     if (keep_optimizer or keep_step) and init_from is None:
         fail("--keep-optimizer and --keep-step go with --init-from")
     with user_errors(ConfigError, OutputError, CheckpointError):
+        if run_dir is not None:
+            check_path(run_dir, renamed=False)  # a name too long, say: said before anything starts
         cfg = config_from(config, overrides or [])
         run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()
@@ -77,20 +80,31 @@ def train(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
         trainer = Trainer(cfg, run, env, show_progress=progress)
-        init = None
-        if init_from is not None:
-
-            def init() -> None:
-                trainer.init_from(init_from, keep_optimizer, keep_step)
-
+        init = None if init_from is None else partial(trainer.init_from, init_from, keep_optimizer, keep_step)
         metrics = trainer.fit(resume=resume, init=init)
     if env.main:
-        show_samples(trainer)
-        console.print(f"finished at step {trainer.state.step}; checkpoints in {run / 'checkpoints'}")
-        if cfg.train.average_last is not None:
-            console.print(f"the average of the last {cfg.train.average_last}: {run / 'averaged'}")
-        if metrics:
-            console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+        report_end(trainer, run, metrics)
+
+
+def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:
+    """Why training stopped, with dev samples, what train.average_last did and the last scores;
+    or, for a run that had finished before, only that."""
+    outcome = trainer.outcome
+    assert outcome is not None
+    if outcome.already:
+        say(f"{run} had already finished at step {outcome.step}: {outcome.reason}")
+        return
+    show_samples(trainer)
+    say(f"finished at step {outcome.step} ({outcome.reason}); checkpoints in {run / 'checkpoints'}")
+    if outcome.average is not None:
+        say(outcome.average)
+    if metrics:
+        console.print(", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+
+def say(line: str) -> None:
+    """A line of the library's text on stderr, as it is (no markup, no wrapping inside paths)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -221,7 +221,7 @@ def collate(split: Split, indices: list[int], joined: bool = False) -> Batch:
     (decoder-only models): the target side is source and target as one sequence.
 
     Built with whole-array numpy indexing: filled a row at a time in Python, a 25k-token batch
-    took 60-100 ms, as long as a GPU step; this way ~2 ms (bench/host_batching.py)."""
+    took 60-100 ms, as long as a GPU step; this way ~2 ms (docs/results/gpu.md)."""
     chosen = np.asarray(indices, dtype=np.int64)
     src = _Ragged.gather(split.src_tokens, split.src_offsets, chosen)
     tgt = _Ragged.gather(split.tgt_tokens, split.tgt_offsets, chosen)

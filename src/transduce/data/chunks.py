@@ -18,7 +18,7 @@ from .corpus import CleanChunk, CorpusError, LineRules, RawChunk, ReadStats, cle
 from .dataset import Split
 from .sampling import ALL, sample_keys
 from .source import SourceAnnotation, SourceFormat, check_tree_words, encode_source, split_line
-from .vocab import SymbolVocab, Vocab
+from .vocab import SentencePieceVocab, SymbolVocab, Vocab
 
 WordTree = tuple[list[str], np.ndarray]  # a syntax tree's words and word-level distances
 
@@ -181,6 +181,9 @@ def _length_filter(
 
 
 def _encode(vocab: Vocab, texts: list[str]) -> list[list[int]]:
-    """Subword ids of lines in one call to sentencepiece, on one thread: the processes are the
-    parallelism. (A reused Marian vocabulary is its sentencepiece model here, as before.)"""
-    return vocab.sp.encode(texts, num_threads=1)
+    """Each line's ids: a learned sentencepiece model encodes the chunk in one call, on one thread
+    (the processes are the parallelism); any other vocabulary (a symbol or Marian one reused with
+    --vocab-from) line by line, with its own ids."""
+    if isinstance(vocab, SentencePieceVocab):
+        return vocab.sp.encode(texts, num_threads=1)
+    return [vocab.encode(text) for text in texts]

@@ -1,6 +1,6 @@
 """Reading parallel text with validation: every problem names the file and the line.
 
-Rules (documented in the README):
+Rules (documented in docs/data.md):
 - a missing file, or source and target files with different line counts, is an error naming
   both files and both counts;
 - bytes that are not UTF-8 are an error naming the file and the 1-based line number;

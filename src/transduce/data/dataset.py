@@ -231,6 +231,7 @@ class Dataset:
         except (MetaError, OSError, ValueError, RuntimeError) as exc:
             raise DatasetError(f"{self.dir}: damaged dataset: {exc}") from None
         self._check_sizes()
+        self._check_offsets()
         self._check_ids()
 
     def _check_sizes(self) -> None:
@@ -263,10 +264,28 @@ class Dataset:
                     raise DatasetError(
                         f"{self.dir}: {name}.{side} holds token ids outside the vocabulary of {len(vocab)}"
                     )
-            if int(split.src_offsets[-1]) != len(split.src_tokens) or int(split.tgt_offsets[-1]) != len(
-                split.tgt_tokens
-            ):
-                raise DatasetError(f"{self.dir}: {name} offsets do not match its token arrays")
+
+    def _check_offsets(self) -> None:
+        """Example i is the slice offsets[i]:offsets[i + 1] of a flat array: the offsets must start
+        at 0, never go back (an example of negative length breaks batching far from here) and end
+        at the array's length, with as many examples on every side."""
+        for name, split in self.splits.items():
+            sides = [
+                ("src", split.src_offsets, split.src_tokens),
+                ("tgt", split.tgt_offsets, split.tgt_tokens),
+            ]
+            if split.omega is not None and split.omega_offsets is not None:
+                sides.append(("omega", split.omega_offsets, split.omega))
+            for side, offsets, flat in sides:
+                if offsets.ndim != 1 or len(offsets) != len(split) + 1:
+                    raise DatasetError(f"{self.dir}: {name}.{side} offsets do not give {len(split)} examples")
+                if int(offsets[0]) != 0 or (np.diff(offsets) < 0).any():
+                    raise DatasetError(
+                        f"{self.dir}: {name}.{side} offsets decrease (or do not start at 0); "
+                        "prepare the dataset again"
+                    )
+                if int(offsets[-1]) != len(flat):
+                    raise DatasetError(f"{self.dir}: {name} offsets do not match its token arrays")
 
     @functools.cached_property
     def arrays_sha256(self) -> str:

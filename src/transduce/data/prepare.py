@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
 from ..config import load_config
 from ..fileio import atomic_directory, check_output_dir
 from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
@@ -46,6 +47,7 @@ from .vocab import (
     vocab_files,
 )
 
+DEFAULT_VOCAB_SIZE = 37000  # the paper's shared En-De vocabulary
 CHUNK_LINES = 20_000  # lines per chunk: what a process holds and encodes at a time
 # Training pairs the vocabulary is learned from at most: with a shared vocabulary, the 2M
 # sentences sentencepiece trains on (it would sample that many of more itself).
@@ -56,10 +58,14 @@ SPM_SENTENCES = 2_000_000
 
 @dataclass
 class PrepareOptions:
+    """`prepare`'s options. The vocabulary's size and sharing apply when it is learned: None means
+    the default then (37000, shared), and is what they must be with `vocab_from`, so that a
+    dataset's meta.json records no setting that was not used."""
+
     src: str
     tgt: str
-    vocab_size: int = 37000
-    shared_vocab: bool = True
+    vocab_size: int | None = None
+    shared_vocab: bool | None = None
     max_len: int = 256
     max_ratio: float | None = 3.0
     empty: str = "skip"
@@ -70,9 +76,19 @@ class PrepareOptions:
     vocab_sample: int = VOCAB_SAMPLE  # training pairs the vocabulary is learned from, at most
 
     def __post_init__(self) -> None:
-        """Options that could only fail later (inside sentencepiece, or by filtering everything)."""
-        if not 8 <= self.vocab_size <= 1 << 20:
-            raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
+        """Options that could only fail later (inside sentencepiece, or by filtering everything),
+        or that would not apply."""
+        if self.vocab_from is not None:
+            if self.vocab_size is not None or self.shared_vocab is not None:
+                raise CorpusError(
+                    "--vocab-size and --separate-vocab apply when prepare learns vocabularies; "
+                    "--vocab-from uses the model's as they are"
+                )
+        else:
+            self.vocab_size = DEFAULT_VOCAB_SIZE if self.vocab_size is None else self.vocab_size
+            self.shared_vocab = True if self.shared_vocab is None else self.shared_vocab
+            if not 8 <= self.vocab_size <= 1 << 20:
+                raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
         if self.max_len < 1:
             raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
         if self.max_ratio is not None and self.max_ratio < 1:
@@ -80,9 +96,9 @@ class PrepareOptions:
         if self.vocab_sample < 1:
             raise CorpusError(f"--vocab-sample must be >= 1, not {self.vocab_sample}")
         for name, allowed in (
-            ("empty", ("skip", "reject")),
-            ("tabs", ("space", "reject")),
-            ("control", ("skip", "reject")),
+            ("empty", EMPTY_PAIRS),
+            ("tabs", TABS),
+            ("control", CONTROL_CHARACTERS),
         ):
             if getattr(self, name) not in allowed:
                 raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")
@@ -133,9 +149,8 @@ class ReusedVocabs:
 
 
 def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
-    """The vocabularies saved in a checkpoint or dataset directory; CorpusError if there are none,
-    they are symbol lists (a generated task's, which text cannot be encoded with), or the source
-    format needs vocabularies learned from the data (tags, tree brackets)."""
+    """The vocabularies saved in a checkpoint or dataset directory; CorpusError if there are none
+    or the source format needs vocabularies learned from the data (tags, tree brackets)."""
     if fmt.format != "text" or fmt.by_word:
         raise CorpusError("--vocab-from works with plain text sources (not trees, tags or source trees)")
     if not vocab_exists(directory / "src"):
@@ -148,11 +163,6 @@ def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
         raise CorpusError(f"--vocab-from {exc}") from None
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise CorpusError(f"--vocab-from {directory}: vocabulary damaged ({exc})") from None
-    if any(isinstance(v, SymbolVocab) for v in (src, tgt)):
-        raise CorpusError(
-            f"--vocab-from {directory}: a symbol vocabulary (a generated task's), not a subword model; "
-            "text needs the vocabulary of a model trained on text"
-        )
     return ReusedVocabs(src, tgt, files)
 
 
@@ -246,7 +256,7 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
     symbols = (
         sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
     )
-    size, count = opts.vocab_size, len(src_lines)
+    size, count = opts.vocab_size or DEFAULT_VOCAB_SIZE, len(src_lines)
     if opts.shared_vocab:
         lines = chain(_drain(src_lines), _drain(tgt_lines))
         src = tgt = SentencePieceVocab.train(lines, size, max(SPM_SENTENCES, 2 * count), symbols=symbols)
@@ -255,7 +265,7 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
         src = SentencePieceVocab.train(_drain(src_lines), size, sentences, symbols=symbols)
         tgt = SentencePieceVocab.train(_drain(tgt_lines), size, sentences)
     run.progress.update(learn, total=1, completed=1)
-    return _Vocabs(src, tgt, opts.shared_vocab, tags, sampled)
+    return _Vocabs(src, tgt, bool(opts.shared_vocab), tags, sampled)
 
 
 def _drain(lines: list[str]) -> Iterator[str]:
@@ -270,7 +280,7 @@ def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pair
     """Encode a split chunk by chunk into `out` (the first chunk saved, the others appended);
     the training split is length-filtered. Its report: pairs kept, skipped and why."""
     opts = run.opts
-    task = run.progress.add_task(f"encoding {files.name}", total=pairs)
+    task = run.progress.add_task(f"encoding {files.src.name}, {files.tgt.name}", total=pairs)
     limits = (opts.max_len, opts.max_ratio) if files.name == "train" else None
     work = EncodeChunk(files, opts.rules, opts.source, vocabs.src, vocabs.tgt, vocabs.tags, limits)
     stats, kept = ReadStats(), 0

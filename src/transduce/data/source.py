@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..choices import SOURCE_FORMATS, SOURCE_TREES
 from .corpus import CorpusError
 from .syntax import constituency_omega, dependency_omega, expand_to_pieces, read_conllu
 from .trees import linearise, parse_trees, read_treebank
@@ -31,10 +32,10 @@ class SourceFormat:
     trees: str | None = None  # None | tree | conllu
 
     def __post_init__(self) -> None:
-        if self.format not in ("text", "tree"):
-            raise ValueError(f"source format '{self.format}' is not one of: text, tree")
-        if self.trees not in (None, "tree", "conllu"):
-            raise ValueError(f"source trees '{self.trees}' are not one of: tree, conllu")
+        if self.format not in SOURCE_FORMATS:
+            raise ValueError(f"source format '{self.format}' is not one of: {', '.join(SOURCE_FORMATS)}")
+        if self.trees is not None and self.trees not in SOURCE_TREES:
+            raise ValueError(f"source trees '{self.trees}' are not one of: {', '.join(SOURCE_TREES)}")
         if self.factors < 0 or (self.factors and not self.factor_sep):
             raise ValueError("factors must be >= 0 and need a non-empty separator")
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Callable
+from functools import partial
 from itertools import pairwise
 
+from ..choices import SPLITS
 from ..config import DataConfig
 from .meta import LabelUnit
 
 Example = tuple[str, str]
-SPLITS = ("train", "dev", "test", "test_long")
 LTE_ALPHABET = list("0123456789+-*()<=;_apfeilsnrt")
 SEPARATOR = "|"  # `repeat`: the end of the prompt
 
@@ -40,23 +41,23 @@ def _sequence(rng: random.Random, length: int, symbols: int) -> list[str]:
     return [str(rng.randrange(symbols)) for _ in range(length)]
 
 
-def copy_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
-    seq = " ".join(_sequence(rng, length, cfg.task_symbols))
+def copy_example(rng: random.Random, length: int, symbols: int) -> Example:
+    seq = " ".join(_sequence(rng, length, symbols))
     return seq, seq
 
 
-def reverse_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def reverse_example(rng: random.Random, length: int, symbols: int) -> Example:
     """The target is the input reversed. This is also Learning to Execute's memorisation with
     "input reversing" (the model reads the sequence reversed and writes it in order)."""
-    seq = _sequence(rng, length, cfg.task_symbols)
+    seq = _sequence(rng, length, symbols)
     return " ".join(seq), " ".join(reversed(seq))
 
 
-def double_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def double_example(rng: random.Random, length: int, symbols: int) -> Example:
     """Learning to Execute's memorisation with "input doubling" (Zaremba & Sutskever 2014,
     arXiv:1410.4615): the input is the sequence presented twice, the target the sequence once.
     `length` is the sequence's length (the input has twice as many symbols)."""
-    seq = _sequence(rng, length, cfg.task_symbols)
+    seq = _sequence(rng, length, symbols)
     return " ".join(seq + seq), " ".join(seq)
 
 
@@ -64,7 +65,7 @@ def _number(rng: random.Random, digits: int) -> int:
     return rng.randrange(10 ** (digits - 1) if digits > 1 else 0, 10**digits)
 
 
-def addition_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def addition_example(rng: random.Random, length: int) -> Example:
     """`length` is the digit count of the longer operand."""
     a = _number(rng, length)
     b = _number(rng, rng.randint(1, length))
@@ -79,7 +80,7 @@ def _little_endian(rng: random.Random, digits: int) -> str:
     return str(_number(rng, digits))[::-1]
 
 
-def addition_le_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def addition_le_example(rng: random.Random, length: int) -> Example:
     """tensor2tensor's decimal addition (AlgorithmicAdditionDecimal40, the UT paper's): two
     little-endian numbers joined by a separator (`+`), the target their sum, little-endian.
     `length` counts the whole input (at least 3): the first operand has l1 digits, l1 uniform in
@@ -107,49 +108,53 @@ def _lte_expression(rng: random.Random, depth: int, digits: int) -> tuple[str, i
     return f"({left}{kind}{right})", lv + rv if kind == "+" else lv - rv
 
 
-def lte_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
-    """A program `a=E1;print(E2+a)`; `length` bounds the digits of each constant."""
-    first, fv = _lte_expression(rng, cfg.task_nesting - 1, length)
-    second, sv = _lte_expression(rng, cfg.task_nesting, length)
+def lte_example(rng: random.Random, length: int, nesting: int) -> Example:
+    """A program `a=E1;print(E2+a)`; `length` bounds the digits of each constant, `nesting` the
+    depth of E2 (E1 is one shallower)."""
+    first, fv = _lte_expression(rng, nesting - 1, length)
+    second, sv = _lte_expression(rng, nesting, length)
     op = rng.choice(["+", "-"])
     program = f"a={first};print({second}{op}a)"
     return _spaced(program), _spaced(str(sv + fv if op == "+" else sv - fv))
 
 
-def majority_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def majority_example(rng: random.Random, length: int, symbols: int) -> Example:
     """One label for the sequence: are most symbols in the upper half of the alphabet (`high`),
     the lower half (`low`), or as many in each (`tie`)?"""
-    seq = [rng.randrange(cfg.task_symbols) for _ in range(length)]
-    high = sum(2 * s >= cfg.task_symbols for s in seq)
+    seq = [rng.randrange(symbols) for _ in range(length)]
+    high = sum(2 * s >= symbols for s in seq)
     label = "high" if 2 * high > length else "low" if 2 * high < length else "tie"
     return " ".join(map(str, seq)), label
 
 
-def updown_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def updown_example(rng: random.Random, length: int, symbols: int) -> Example:
     """One label per symbol: `first`, then whether it is above (`up`), below (`down`) or equal to
     (`same`) the symbol before it, so each label needs the neighbouring position."""
-    seq = [rng.randrange(cfg.task_symbols) for _ in range(length)]
+    seq = [rng.randrange(symbols) for _ in range(length)]
     labels = ["first"] + ["up" if b > a else "down" if b < a else "same" for a, b in pairwise(seq)]
     return " ".join(map(str, seq)), " ".join(labels)
 
 
-def repeat_example(rng: random.Random, length: int, cfg: DataConfig) -> Example:
+def repeat_example(rng: random.Random, length: int, symbols: int) -> Example:
     """A prompt `s |` whose continuation is `s` again: a language model continues it exactly
     only by reading the prompt back."""
-    seq = " ".join(_sequence(rng, length, cfg.task_symbols))
+    seq = " ".join(_sequence(rng, length, symbols))
     return f"{seq} {SEPARATOR}", seq
 
 
-GENERATORS: dict[str, Callable[[random.Random, int, DataConfig], Example]] = {
-    "copy": copy_example,
-    "reverse": reverse_example,
-    "double": double_example,
-    "addition": addition_example,
-    "addition_le": addition_le_example,
-    "lte": lte_example,
-    "majority": majority_example,
-    "updown": updown_example,
-    "repeat": repeat_example,
+Generate = Callable[[random.Random, int], Example]  # (rng, length) -> one example
+
+# Each task's generator, given the settings it reads (data.task_symbols, data.task_nesting).
+GENERATORS: dict[str, Callable[[DataConfig], Generate]] = {
+    "copy": lambda cfg: partial(copy_example, symbols=cfg.task_symbols),
+    "reverse": lambda cfg: partial(reverse_example, symbols=cfg.task_symbols),
+    "double": lambda cfg: partial(double_example, symbols=cfg.task_symbols),
+    "addition": lambda cfg: addition_example,
+    "addition_le": lambda cfg: addition_le_example,
+    "lte": lambda cfg: partial(lte_example, nesting=cfg.task_nesting),
+    "majority": lambda cfg: partial(majority_example, symbols=cfg.task_symbols),
+    "updown": lambda cfg: partial(updown_example, symbols=cfg.task_symbols),
+    "repeat": lambda cfg: partial(repeat_example, symbols=cfg.task_symbols),
 }
 
 # Classification tasks: one label per sequence or per token, and the labels in class order
@@ -185,8 +190,8 @@ def generate_split(cfg: DataConfig, split: str) -> list[Example]:
         low, high = cfg.task_train_min_len, cfg.task_train_max_len
     low = max(low, SHORTEST.get(cfg.task, 1))
     size = cfg.task_train_size if split == "train" else cfg.task_eval_size
-    make = GENERATORS[cfg.task]
-    return [make(rng, rng.randint(low, high), cfg) for _ in range(size)]
+    make = GENERATORS[cfg.task](cfg)
+    return [make(rng, rng.randint(low, high)) for _ in range(size)]
 
 
 def examples_of_length(cfg: DataConfig, length: int, count: int, seed: int) -> list[Example]:
@@ -196,5 +201,5 @@ def examples_of_length(cfg: DataConfig, length: int, count: int, seed: int) -> l
     if length < SHORTEST.get(cfg.task, 1):
         raise ValueError(f"task '{cfg.task}' has no examples of length {length}")
     rng = random.Random(seed * 1_000_003 + zlib.crc32(f"{cfg.task}/length{length}".encode()))
-    make = GENERATORS[cfg.task]
-    return [make(rng, length, cfg) for _ in range(count)]
+    make = GENERATORS[cfg.task](cfg)
+    return [make(rng, length) for _ in range(count)]

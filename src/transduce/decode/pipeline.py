@@ -3,11 +3,11 @@
 Three steps, each usable alone (the server schedules the middle one itself):
 `encode_lines` reads lines in the model's input format and truncates over-long ones,
 `decode_all` searches or samples, and `render` turns output ids into text (bracketed trees for
-parsers). `decode_options` overlays the caller's search and sampling settings on the
-checkpoint's, validated once. `output_rows` lays the outputs out as `translate` writes them
-(best only, or n-best rows). Wherever one loaded model goes, a list of them may go instead:
-`decoding_model` checks that they read and write the same vocabularies and decodes with their
-ensemble. `score_lines` is the same path for forced decoding of given targets.
+parsers); the search and sampling settings come from `options.decode_options`. `output_rows`
+lays the outputs out as `translate` writes them (best only, or n-best rows). Wherever one
+loaded model goes, a list of them may go instead: `decoding_model` checks that they read and
+write the same vocabularies and decodes with their ensemble. `score_lines` is the same path for
+forced decoding of given targets.
 """
 
 from __future__ import annotations
@@ -15,47 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
 from torch import nn
 
-from ..config import ConfigError, DecodeConfig
+from ..config import DecodeConfig
 from ..data.source import SourceAnnotation
 from ..data.vocab import Vocab
 from ..parsing import output_trees
 from ..store.load import LoadedModel
 from .ensemble import Ensemble
 from .inputs import encode_inputs
+from .kinds import decoding_for
 from .scoring import Score, score_all
 from .search import Hypothesis
 from .shortlist import Shortlist
+from .targets import encode_targets
 from .translate import decode_all
-
-# CLI option names of the search settings, for messages.
-OPTION = {name: "--" + name.replace("_", "-") for name in DecodeConfig.model_fields}
-
-
-def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
-    """`base` with the given (not None) settings overlaid; one-line ConfigError naming the option."""
-    values = base.model_dump()
-    values.update({k: v for k, v in given.items() if v is not None})
-    try:
-        return DecodeConfig.model_validate(values)
-    except ValidationError as exc:
-        problems = []
-        for e in exc.errors():
-            key = str(e["loc"][0]) if e["loc"] else ""
-            name = OPTION.get(key, key or "options")
-            field = DecodeConfig.model_fields.get(key)
-            allowed = f" ({field.description})" if field is not None and field.description else ""
-            problems.append(
-                str(e["msg"]).removeprefix("Value error, ")
-                if e["type"] == "value_error"
-                else f"{name}: {e['msg']}{allowed}"
-            )
-        raise ConfigError("; ".join(problems)) from None
-
 
 Loaded = LoadedModel | Sequence[LoadedModel]  # one model, or the members of an ensemble
 
@@ -105,12 +80,18 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
     return first, Ensemble([m.model for m in members])
 
 
-def encode_prefixes(loaded: LoadedModel, prefixes: Sequence[str], lines: int) -> list[list[int]]:
+def encode_prefixes(
+    loaded: LoadedModel, prefixes: Sequence[str], lines: int, first: int = 0
+) -> list[list[int]]:
     """Per input line, the target-side text every output must start with, as target ids. Each is
-    encoded on its own, so it should end at a word boundary."""
+    encoded on its own, so it should end at a word boundary; a word the vocabulary cannot spell is
+    an UnknownWordError (lines numbered from `first` + 1). A classifier takes no prefixes."""
+    decoding = decoding_for(loaded.config.model.kind)
+    if not decoding.prefixes:
+        raise ValueError(decoding.refusal("forced prefixes", "do"))
     if len(prefixes) != lines:
         raise ValueError(f"{len(prefixes)} forced prefixes for {lines} input lines")
-    return [loaded.tgt_vocab.encode(p) if p.strip() else [] for p in prefixes]
+    return encode_targets(loaded.tgt_vocab, prefixes, first + 1)
 
 
 @dataclass
@@ -192,7 +173,7 @@ def translate_lines(
     shortlist: score only the target tokens it lists for each batch's sources."""
     reader, model = decoding_model(loaded)
     encoded = encode_lines(reader, lines, trees, max_src_len)
-    forced = encode_prefixes(reader, prefixes, len(lines)) if prefixes is not None else None
+    forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
     results = decode_all(
         model,
         encoded.sources,
@@ -220,8 +201,8 @@ def score_lines(
     """log P(target | source) of each pair of lines (forced decoding), in input order.
 
     Targets are encoded with the target vocabulary as they are (a parser's target is its
-    linearised tree). An empty source is read as EOS alone, except by models whose input carries
-    tags or trees, which refuse it."""
+    linearised tree); a word it cannot spell is an UnknownWordError. An empty source is read as
+    EOS alone, except by models whose input carries tags or trees, which refuse it."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
     reader, model = decoding_model(loaded)
@@ -232,7 +213,7 @@ def score_lines(
                 raise ValueError(
                     f"source line {number} is empty; this model reads its words with tags or trees"
                 )
-    target_ids = [reader.tgt_vocab.encode(t) if t.strip() else [] for t in targets]
+    target_ids = encode_targets(reader.tgt_vocab, targets)
     return score_all(
         model,
         encoded.sources,

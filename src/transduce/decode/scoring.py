@@ -26,7 +26,8 @@ from ..data.source import SourceAnnotation
 from ..data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
 from .classify import label_log_probs
 from .ensemble import target_vocab_size
-from .search import Seq2Seq, model_kind
+from .kinds import decoding_of
+from .search import Seq2Seq
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Score:
     mean: float  # log_prob per scored token
     tokens: list[float] | None = None  # each token's log-probability, EOS last (when asked for)
     count: int = 0  # tokens scored
+    ids: list[int] | None = None  # the tokens scored, as `tokens` lists them (when asked for)
 
 
 def _check_target(target: Sequence[int], where: str) -> list[int]:
@@ -67,10 +69,10 @@ def score(
         return []
     names = [f"target {n}" for n in (numbers or range(1, len(targets) + 1))]
     checked = [_check_target(t, name) for t, name in zip(targets, names, strict=True)]
-    kind = model_kind(model)
-    if kind == "encoder":
+    decoding = decoding_of(model)
+    if decoding.labels:
         return _score_labels(model, src, checked, per_token, names)
-    if kind == "decoder":  # the prompt and the target, one sequence
+    if decoding.prompted:  # the prompt and the target, one sequence
         prompts = [row[:n] for row, n in zip(src.tolist(), (src.ne(PAD).sum(1) - 1).tolist(), strict=True)]
         checked = [[*p, *t] for p, t in zip(prompts, checked, strict=True)]
     gold = [[*t, EOS] for t in checked]
@@ -85,7 +87,8 @@ def score(
     for row, g in enumerate(gold):
         values = logp[row, : len(g)]
         total = float(values.sum())
-        out.append(Score(total, total / len(g), values.tolist() if per_token else None, len(g)))
+        listed = (values.tolist(), g) if per_token else (None, None)
+        out.append(Score(total, total / len(g), listed[0], len(g), listed[1]))
     return out
 
 
@@ -103,9 +106,8 @@ def _score_labels(
         index = torch.tensor(labels, device=log_probs.device)[:, None] - FIRST_SYMBOL
         values = log_probs.gather(1, index)[:, 0].double().cpu()
         total = float(values.sum())
-        out.append(
-            Score(total, total / max(len(labels), 1), values.tolist() if per_token else None, len(labels))
-        )
+        listed = (values.tolist(), labels) if per_token else (None, None)
+        out.append(Score(total, total / max(len(labels), 1), listed[0], len(labels), listed[1]))
     return out
 
 

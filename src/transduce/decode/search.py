@@ -17,7 +17,7 @@ prefix) or a reference decoder in a test is searched the same way as an encoder-
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack
 
@@ -39,12 +39,6 @@ class Seq2Seq(Protocol):
     def decode(self, tgt: Tensor, memory: Any, cache: Any = None) -> Tensor: ...
 
     def new_cache(self) -> Any: ...
-
-
-def model_kind(model: Any) -> str:
-    """'encoder_decoder', 'decoder' (a language model) or 'encoder' (a classifier), for a model or an
-    Ensemble; anything without a `kind` (a test's reference decoder) searches as an encoder-decoder."""
-    return getattr(model, "kind", "encoder_decoder")
 
 
 @dataclass
@@ -269,24 +263,11 @@ def beam_search(
         top_beam, top_token = top_index // vocab, top_index % vocab
         new_rows, new_tokens, new_scores, still_active = [], [], [], []
         for pos, sent in enumerate(active):
-            length = step + 1
-            at_limit = length >= limits[sent]
-            chosen: list[tuple[int, int, float]] = []
-            for rank, (s, b, tok) in enumerate(
-                zip(top_scores[pos].tolist(), top_beam[pos].tolist(), top_token[pos].tolist(), strict=True)
-            ):
-                if s == -math.inf:
-                    break
-                if tok == EOS or at_limit:
-                    if rank < k:
-                        prefix = history[pos * k + b, 1:].tolist() + ([] if tok == EOS else [tok])
-                        finished[sent].append(Hypothesis(prefix, s / length_penalty(length, alpha), s))
-                    if at_limit:
-                        continue
-                elif len(chosen) < k:
-                    chosen.append((b, tok, s))
-                if len(chosen) == k and rank + 1 >= k:
-                    break
+            at_limit = step + 1 >= limits[sent]
+            top = zip(top_scores[pos].tolist(), top_beam[pos].tolist(), top_token[pos].tolist(), strict=True)
+            chosen = _continuations(
+                top, history[pos * k : pos * k + k], step + 1, at_limit, alpha, finished[sent]
+            )
             if _sentence_done(finished[sent], chosen, nbest, limits[sent], alpha) or at_limit or not chosen:
                 continue
             while len(chosen) < k:
@@ -314,6 +295,35 @@ def beam_search(
         scores = torch.tensor(new_scores, device=src.device).view(len(still_active), k)
         active = still_active
     return [sorted(f, key=lambda h: -h.score)[:nbest] for f in finished]
+
+
+def _continuations(
+    top: Iterable[tuple[float, int, int]],
+    history: Tensor,
+    length: int,
+    at_limit: bool,
+    alpha: float,
+    finished: list[Hypothesis],
+) -> list[tuple[int, int, float]]:
+    """One sentence's next beams from its best candidates (score, beam, token), best first: the
+    first k that end (EOS, or any at the length limit) join `finished`; up to k others go on, as
+    (beam, token, score). `history`: the sentence's k rows of tokens so far (BOS first)."""
+    k = history.shape[0]
+    chosen: list[tuple[int, int, float]] = []
+    for rank, (s, b, tok) in enumerate(top):
+        if s == -math.inf:
+            break
+        if tok == EOS or at_limit:
+            if rank < k:
+                prefix = history[b, 1:].tolist() + ([] if tok == EOS else [tok])
+                finished.append(Hypothesis(prefix, s / length_penalty(length, alpha), s))
+            if at_limit:
+                continue
+        elif len(chosen) < k:
+            chosen.append((b, tok, s))
+        if len(chosen) == k and rank + 1 >= k:
+            break
+    return chosen
 
 
 def _sentence_done(

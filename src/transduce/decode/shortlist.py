@@ -16,7 +16,6 @@ counting the pairs a token appears in: unlike p(t | s) it does not rank the freq
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from ..data.vocab import EOS, PAD
+from ..fileio import atomic_file, write_safetensors
 
 FORMAT = "transduce-shortlist/1"
 CHUNK = 20_000  # sentence pairs counted at once
@@ -58,17 +58,14 @@ class Shortlist:
         return torch.unique(chosen).to(src.device)
 
     def save(self, path: Path) -> None:
-        """One safetensors file, written to a temporary name and renamed into place."""
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            save_file(
+        """One safetensors file, written to a temporary name and renamed into place (a full disk
+        is a fileio.WriteError naming `path`)."""
+        with atomic_file(path) as tmp:
+            write_safetensors(
+                tmp,
                 {"per_token": self.per_token.contiguous(), "frequent": self.frequent.contiguous()},
-                str(tmp),
                 metadata={"format": FORMAT, "tgt_vocab_size": str(self.tgt_vocab_size)},
             )
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: Path) -> Shortlist:

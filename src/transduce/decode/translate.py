@@ -6,12 +6,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
 from .classify import classify
+from .kinds import Decoding, decoding_of
+from .options import check_for_model
 from .sampling import sample, stream_seed
 from .search import (
     Hypothesis,
@@ -20,9 +22,9 @@ from .search import (
     check_prefix,
     greedy,
     max_output_length,
-    model_kind,
 )
 from .shortlist import Shortlist, Shortlisted
+from .static import StaticDecoder
 
 
 def decode_all(
@@ -42,7 +44,8 @@ def decode_all(
 
     A language model continues each source: the source is forced first, like a prefix, and left
     out of the hypotheses (length limits and scores count it). A classifier gives each source its
-    most probable labels, one hypothesis (search and `cfg.beam`/`cfg.nbest` do not apply).
+    most probable labels, one hypothesis (search and `cfg.beam`/`cfg.nbest` do not apply; nor do
+    sampling and prefixes, which are refused). How each kind decodes: decode/kinds.py.
 
     annotations: per source, its tags and tree distances for factored or syntax-aware models.
     prefixes: per source, target token ids every output starts with (ignored for empty sources).
@@ -55,24 +58,13 @@ def decode_all(
     numbers = list(range(len(sources))) if numbers is None else list(numbers)
     if len(numbers) != len(sources):
         raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
-    if use_greedy and cfg.sample:
-        raise ValueError("greedy search and sampling exclude each other; choose one")
-    kind = model_kind(model)
-    if kind == "encoder" and cfg.sample:
+    decoding = decoding_of(model)
+    check_for_model(model, cfg, use_greedy, prefixed=prefixes is not None)
+    forced_all = _forced_prefixes(decoding, sources, prefixes, cfg)
+    if cfg.static_cache and shortlist is not None:
         raise ValueError(
-            "sampling does not apply to a classifier: it gives each input its most probable labels"
+            "static_cache decodes over the whole vocabulary; it does not combine with a shortlist"
         )
-    if prefixes is not None:
-        if len(prefixes) != len(sources):
-            raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
-        limits = [max_output_length(len(s), cfg.max_len_a, cfg.max_len_b) for s in sources]
-        prefixes = [
-            check_prefix(p, limit, f"input {n}") if s else []
-            for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
-        ]
-    if kind == "decoder":  # the prompt is forced first, then any prefix
-        given = prefixes if prefixes is not None else [[] for _ in sources]
-        prefixes = [[*s, *p] for s, p in zip(sources, given, strict=True)]
     base_seed = cfg.seed
     if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
         base_seed = int(torch.randint(0, 2**62, ()).item())
@@ -92,7 +84,7 @@ def decode_all(
         if annotations is not None:
             extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
             extra = {k: v.to(device) for k, v in extra.items()}
-        forced = [prefixes[i] for i in idx] if prefixes is not None else None
+        forced = [forced_all[i] for i in idx] if forced_all is not None else None
         searched = model
         if shortlist is not None and projection is not None:
             prefix_tokens = [t for p in forced or [] for t in p]
@@ -104,20 +96,15 @@ def decode_all(
             source=extra,
             prefixes=forced,
         )
-        if kind == "encoder":
-            hyps = [[h] for h in classify(model, src)]
-        elif cfg.sample:
-            assert base_seed is not None
-            seeds = [stream_seed(base_seed, numbers[i]) for i in idx]
-            hyps = sample(
-                searched, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options
-            )
-        elif use_greedy:
-            hyps = [[h] for h in greedy(searched, src, **options)]
-        else:
-            hyps = beam_search(searched, src, cfg.beam, cfg.alpha, cfg.nbest, **options)
+        seeds = (
+            [stream_seed(base_seed, numbers[i]) for i in idx] if cfg.sample and base_seed is not None else []
+        )
+        if cfg.static_cache:
+            longest = max(max_output_length(len(sources[i]), cfg.max_len_a, cfg.max_len_b) for i in idx)
+            searched = StaticDecoder(searched, capacity=longest)
+        hyps = _hypotheses(decoding, searched, src, cfg, use_greedy, seeds, options)
         for i, h in zip(idx, hyps, strict=True):
-            if kind == "decoder":  # the continuation only
+            if decoding.prompted:  # the continuation only
                 for hyp in h:
                     hyp.tokens = hyp.tokens[len(sources[i]) :]
             results[i] = h
@@ -126,3 +113,48 @@ def decode_all(
             on_batch(len(idx), sum(len(x.tokens) for x in drawn))
     model.train(was_training)
     return results
+
+
+def checked_prefixes(
+    sources: Sequence[Sequence[int]], prefixes: Sequence[Sequence[int]], cfg: DecodeConfig
+) -> list[list[int]]:
+    """One prefix per source, each within its source's output length limit (ValueError naming
+    the input, numbered from 1, otherwise); none for empty sources, which are not decoded."""
+    if len(prefixes) != len(sources):
+        raise ValueError(f"{len(prefixes)} forced prefixes for {len(sources)} inputs")
+    limits = [max_output_length(len(s), cfg.max_len_a, cfg.max_len_b) for s in sources]
+    return [
+        check_prefix(p, limit, f"input {n}") if s else []
+        for n, (p, limit, s) in enumerate(zip(prefixes, limits, sources, strict=True), 1)
+    ]
+
+
+def _forced_prefixes(
+    decoding: Decoding, sources: list[list[int]], prefixes: Sequence[Sequence[int]] | None, cfg: DecodeConfig
+) -> list[list[int]] | None:
+    """Per source, the checked target ids every output starts with; a language model's prompt (its
+    source) comes first. None when nothing is forced."""
+    checked = checked_prefixes(sources, prefixes, cfg) if prefixes is not None else None
+    if not decoding.prompted:
+        return checked
+    given = checked if checked is not None else [[] for _ in sources]
+    return [[*s, *p] for s, p in zip(sources, given, strict=True)]
+
+
+def _hypotheses(
+    decoding: Decoding,
+    model: nn.Module,
+    src: Tensor,
+    cfg: DecodeConfig,
+    use_greedy: bool,
+    seeds: list[int],
+    options: SearchOptions,
+) -> list[list[Hypothesis]]:
+    """One batch's hypotheses per source: a classifier's labels, samples, or search's n best."""
+    if decoding.labels:
+        return [[h] for h in classify(model, src)]
+    if cfg.sample:
+        return sample(model, src, cfg.temperature, seeds, cfg.top_k, cfg.top_p, cfg.num_samples, **options)
+    if use_greedy:
+        return [[h] for h in greedy(model, src, **options)]
+    return beam_search(model, src, cfg.beam, cfg.alpha, cfg.nbest, **options)

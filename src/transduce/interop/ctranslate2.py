@@ -9,6 +9,7 @@ neither is ever generated, as in our search.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..data.vocab import BOS, EOS, PAD, UNK, Vocab
+from ..choices import CT2_QUANTIZATIONS
+from ..data.vocab import BOS, EOS, PAD, UNK, MarianVocab, SentencePieceVocab, SymbolVocab, Vocab
 from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
+from ..model.kinds import assembly_for
 from ..store.load import LoadedModel, load_model
 
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
+EXPORT_INFO = "transduce.json"  # beside CTranslate2's files: where the export came from, how to tokenise
+TOKENS: dict[type, str] = {  # what the tokens are, by vocabulary kind
+    SentencePieceVocab: "sentencepiece pieces: source.spm encodes a line (out_type=str), "
+    "target.spm decodes an output's pieces",
+    MarianVocab: "Marian's sentencepiece pieces (source.spm, target.spm), a leading >>lang<< code "
+    "as one token",
+    SymbolVocab: "the symbols between single spaces of a line, joined by spaces on output",
+}
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
 SINUSOID_ROWS = 1024  # positions a sinusoidal model's exported table covers, at the least
 
@@ -52,7 +62,7 @@ def unsupported(loaded: LoadedModel) -> list[str]:
     """What in this model has no CTranslate2 Transformer counterpart (empty: exportable)."""
     m = loaded.config.model
     problems = []
-    if m.kind != "encoder_decoder":
+    if not assembly_for(m.kind).cross_attention:
         problems.append(f"model.kind={m.kind} (only encoder-decoder models)")
     if m.arch != "transformer":
         problems.append(f"model.arch={m.arch} (only arch=transformer)")
@@ -199,9 +209,10 @@ def export_ctranslate2(
     """Write a CTranslate2 model directory (needs the `ctranslate2` package); `out` is replaced
     only if `export` wrote it (or `force`). A `shortlist` goes with it as its vocabulary map
     (vmap.txt, used by `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
-    our tokens followed by EOS (`</s>`), as `transduce translate` encodes them."""
-    if quantization not in QUANTIZATIONS:
-        raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
+    our tokens followed by EOS (`</s>`), as `transduce translate` encodes them; the directory
+    holds the tokenizers for that (`write_tokenizers`)."""
+    if quantization not in CT2_QUANTIZATIONS:
+        raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(CT2_QUANTIZATIONS)}")
     try:
         import ctranslate2
     except ImportError:
@@ -225,3 +236,29 @@ def export_ctranslate2(
             Ready().convert(
                 str(staging), vmap=None if vmap is None else str(vmap), quantization=quantization, force=True
             )
+            write_tokenizers(loaded, staging, quantization)
+
+
+def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> dict[str, Any]:
+    """What a CTranslate2 user needs besides the model, so that the directory runs without this
+    package: the sentencepiece models (source.spm, target.spm; none for a symbol vocabulary,
+    whose tokens are the words between spaces) and EXPORT_INFO, naming the checkpoint the
+    export came from and how to tokenise. Returns EXPORT_INFO's content."""
+    files = {}
+    for side, vocab in (("source", loaded.src_vocab), ("target", loaded.tgt_vocab)):
+        proto = getattr(vocab, "proto", None)
+        if proto is not None:
+            (folder / f"{side}.spm").write_bytes(proto)
+            files[side] = f"{side}.spm"
+    info = {
+        "exported_from": str(loaded.path.resolve()),
+        "step": loaded.meta.step,
+        "weights_sha256": loaded.meta.checksums.get("model.safetensors"),
+        "quantization": quantization,
+        "source_tokenizer": files.get("source"),
+        "target_tokenizer": files.get("target"),
+        "tokens": TOKENS[type(loaded.src_vocab)],
+        "source_suffix": [loaded.src_vocab.token(EOS)],
+    }
+    (folder / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return info

@@ -4,8 +4,9 @@ Marian is the vanilla Transformer with a few different conventions, each mapped 
 config option: sinusoids in halves (`model.pos_layout = "halves"`), the FFN activation
 (`swish`), a final logits bias, and its own special ids (EOS 0, UNK 1, PAD last, decoding
 starting from PAD). Our ids are fixed (PAD 0, UNK 1, BOS 2, EOS 3), so embedding rows are
-permuted on import: row r of ours is Marian's row `perm[r]`, BOS taking the decoder-start row.
-Export applies the inverse. One declarative table maps every other tensor name.
+permuted on import: row r of ours is Marian's row `perm[r]`, BOS taking the decoder-start row,
+whose output logit the bias masks (Marian counts that token once). Export applies the inverse.
+One declarative table maps every other tensor name.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
 from ..config import DEPTH_MAX, POSITIONS_MAX, WIDTH_MAX, Config, ConfigError, build_config
 from ..data.vocab import BOS, EOS, PAD, MarianVocab
-from ..fileio import atomic_directory, check_output_dir
+from ..fileio import atomic_directory, check_output_dir, write_safetensors
 from ..model import build_model
+from ..model.kinds import assembly_for
 from ..store.checkpoint import save_checkpoint
 from ..store.load import load_model
 from ..store.meta import CheckpointMeta
@@ -72,6 +74,12 @@ LAYER_MAP = {
         ("ffn_sub.norm", "final_layer_norm"),
     ],
 }
+# Our BOS row repeats a Marian row (its decoder start; our ids keep PAD and BOS apart where
+# Marian's pad is its start), so its logit would count that token twice in every softmax: a
+# score off by about log((V + 1) / V) per token. The output bias masks it. exp(-1e4) is 0 in
+# float32, as exp(-inf) is, but the mask stays finite for label smoothing's mean over the
+# vocabulary when fine-tuning, and within float16's range.
+MASKED_LOGIT = -1e4
 FUSED = {
     "encoder": [("self_attn", "self_attn")],
     "decoder": [("self_attn", "self_attn"), ("cross_attn", "encoder_attn")],
@@ -342,9 +350,8 @@ def import_marian(hf_dir: Path, out: Path, force: bool = False) -> Config:
     pieces = _read_pieces(hf_dir / "vocab.json", vocab_size)
     perm = special_permutation(vocab_size, *_special_ids(hf, pieces, vocab_size))
     ours = marian_to_ours(cfg, weights, perm, shared)
-    if not ours["output.bias"].any():
-        del ours["output.bias"]  # an all-zero bias adds nothing: leave it out of the model
-        cfg.model.final_logits_bias = False
+    ours["output.bias"] = ours["output.bias"].clone()
+    ours["output.bias"][BOS] = MASKED_LOGIT  # the repeated decoder-start row
     src = _read_vocab(hf_dir / "source.spm", pieces, perm)
     tgt = _read_vocab(hf_dir / "target.spm", pieces, perm)
     with tempfile.TemporaryDirectory() as vocab_dir:
@@ -384,7 +391,7 @@ def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
     loaded = load_model(checkpoint)
     m = loaded.config.model
     problems = []
-    if m.kind != "encoder_decoder":
+    if not assembly_for(m.kind).cross_attention:
         problems.append("only encoder-decoder models")
     if m.arch != "transformer" or m.transition != "ffn":
         problems.append("Marian needs arch=transformer with FFN transitions")
@@ -439,9 +446,9 @@ def export_marian(checkpoint: Path, out: Path, force: bool = False) -> None:
         "num_beams": loaded.config.decode.beam,
     }
     with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as tmp:
-        save_file(
+        write_safetensors(
+            tmp / "model.safetensors",
             {k: v.contiguous() for k, v in weights.items()},
-            str(tmp / "model.safetensors"),
             metadata={"format": "pt"},
         )
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2), encoding="utf-8")

@@ -1,5 +1,6 @@
 """The Transformer: attention, embeddings, layers, cache and the assemblies built from them."""
 
-from .transformer import EncoderDecoder, EncoderOutput, LanguageModel, build_model
+from .kinds import build_model
+from .transformer import EncoderDecoder, EncoderOutput, LanguageModel
 
 __all__ = ["EncoderDecoder", "EncoderOutput", "LanguageModel", "build_model"]

@@ -7,8 +7,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .randomised_positions import PositionRandomisation
-
 
 def sinusoid(positions: Tensor, d: int, layout: str = "interleaved") -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions.
@@ -83,23 +81,22 @@ class LearnedPositions(nn.Module):
 
 
 class Embedding(nn.Module):
-    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len]); `randomisation` may replace the
-    positions offset..offset+len-1 by randomly drawn ones in training, spread ones in evaluation."""
+    """x = Dropout(E[ids] * sqrt(d) + P[offset : offset + len]), or P at the given `positions`
+    (drawn at random in training, spread in evaluation: randomised_positions.py)."""
 
     def __init__(
         self,
         vocab_size: int,
         d: int,
+        *,
         pad_id: int,
         dropout: float,
         positions: str = "sinusoidal",
         max_positions: int = 1024,
         layout: str = "interleaved",
         scale: bool = True,
-        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
-        self.randomisation = randomisation or PositionRandomisation()
         self.tokens = nn.Embedding(vocab_size, d, padding_idx=pad_id)
         nn.init.normal_(self.tokens.weight, std=d**-0.5)
         with torch.no_grad():
@@ -141,13 +138,14 @@ class Embedding(nn.Module):
         return self.combine(torch.cat([x, *tags], dim=-1))
 
     def forward(
-        self, ids: Tensor, offset: int = 0, factors: Tensor | None = None, strides: Tensor | None = None
+        self, ids: Tensor, offset: int = 0, factors: Tensor | None = None, positions: Tensor | None = None
     ) -> Tensor:
-        """ids: (batch, len); factors: (batch, k, len) tag ids when the model is factored;
-        strides: (batch,) spacing of evaluation positions (model.position_eval='spread')."""
+        """ids: (batch, len), the first at position `offset`; factors: (batch, k, len) tag ids when
+        the model is factored; positions: (len,) or (batch, len) to add instead of
+        offset..offset+len-1."""
         x = self._words(ids, factors)
         if self.positions is not None:
-            chosen = self.randomisation.positions(ids.shape[1], offset, strides, self.training)
-            signal = self.positions(ids.shape[1], offset) if chosen is None else self.positions.at(chosen)
+            n = ids.shape[1]
+            signal = self.positions(n, offset) if positions is None else self.positions.at(positions)
             x = x + signal.to(x.dtype)
         return self.dropout(x)

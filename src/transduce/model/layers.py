@@ -29,7 +29,7 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 class FeedForward(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2, position-wise; inner dropout optional."""
 
-    def __init__(self, d: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+    def __init__(self, d: int, d_ff: int, *, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
         self.w1 = nn.Linear(d, d_ff)
         self.w2 = nn.Linear(d_ff, d)
@@ -53,11 +53,11 @@ class SeparableConv(nn.Module):
     """
 
     def __init__(
-        self, d: int, d_ff: int, kernel: int, causal: bool, dropout: float = 0.0, activation: str = "relu"
+        self, d: int, d_ff: int, *, kernel: int, causal: bool, dropout: float = 0.0, activation: str = "relu"
     ) -> None:
         super().__init__()
         self.depthwise = nn.Conv1d(d, d, kernel, groups=d)
-        self.pointwise = FeedForward(d, d_ff, dropout, activation)
+        self.pointwise = FeedForward(d, d_ff, dropout=dropout, activation=activation)
         self.kernel, self.causal = kernel, causal
 
     def forward(self, x: Tensor, pad: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
@@ -80,7 +80,7 @@ class SeparableConv(nn.Module):
 class SubLayer(nn.Module):
     """post: LayerNorm(x + Dropout(F(x)));  pre: x + Dropout(F(LayerNorm(x)))."""
 
-    def __init__(self, d: int, norm: str, dropout: float, eps: float = 1e-5) -> None:
+    def __init__(self, d: int, *, norm: str, dropout: float, eps: float = 1e-5) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d, eps=eps)
         self.pre = norm == "pre"
@@ -101,6 +101,7 @@ class TransformerLayer(nn.Module):
 
     def __init__(
         self,
+        *,
         d: int,
         heads: int,
         d_ff: int,
@@ -116,16 +117,18 @@ class TransformerLayer(nn.Module):
         local_radius: int | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d, heads, attention_dropout, local_radius=local_radius)
-        self.self_sub = SubLayer(d, norm, dropout, eps)
-        self.cross_attn = MultiHeadAttention(d, heads, attention_dropout) if cross_attention else None
-        self.cross_sub = SubLayer(d, norm, dropout, eps) if cross_attention else None
+        self.self_attn = MultiHeadAttention(d, heads, dropout=attention_dropout, local_radius=local_radius)
+        self.self_sub = SubLayer(d, norm=norm, dropout=dropout, eps=eps)
+        self.cross_attn = MultiHeadAttention(d, heads, dropout=attention_dropout) if cross_attention else None
+        self.cross_sub = SubLayer(d, norm=norm, dropout=dropout, eps=eps) if cross_attention else None
         self.ffn: FeedForward | SeparableConv = (
-            FeedForward(d, d_ff, ffn_dropout, activation)
+            FeedForward(d, d_ff, dropout=ffn_dropout, activation=activation)
             if conv_kernel is None
-            else SeparableConv(d, d_ff, conv_kernel, causal, ffn_dropout, activation)
+            else SeparableConv(
+                d, d_ff, kernel=conv_kernel, causal=causal, dropout=ffn_dropout, activation=activation
+            )
         )
-        self.ffn_sub = SubLayer(d, norm, dropout, eps)
+        self.ffn_sub = SubLayer(d, norm=norm, dropout=dropout, eps=eps)
 
     def forward(self, x: Tensor, inputs: LayerInputs | None = None) -> Tensor:
         """x: (batch, n, d) -> (batch, n, d)."""
@@ -167,7 +170,10 @@ class StackInputs:
 
     shared: LayerInputs  # the same for every layer (no cache or score mask)
     offset: int = 0  # absolute position of the first state (incremental decoding)
-    strides: Tensor | None = None  # (batch,) spacing of evaluation positions (position_eval='spread')
+    # The states' positions (randomised_positions.py): (n,) drawn in training, (batch, n) spread in
+    # evaluation; None for offset..offset+n-1. A Universal Transformer adds them at every step.
+    positions: Tensor | None = None
+    redraw: Callable[[int], Tensor | None] | None = None  # draws each later UT step's (per_step)
     score_masks: list[Tensor | None] | None = None  # per layer
     layer_masks: list[Tensor | None] | None = None  # extra additive masks per layer (syntax)
 
@@ -191,7 +197,7 @@ class StackOutput:
 class Stack(nn.Module):
     """L layers, plus a final LayerNorm for pre-norm models."""
 
-    def __init__(self, layers: list[TransformerLayer], d: int, norm: str, eps: float = 1e-5) -> None:
+    def __init__(self, layers: list[TransformerLayer], *, d: int, norm: str, eps: float = 1e-5) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None

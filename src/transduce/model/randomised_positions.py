@@ -22,8 +22,12 @@ there; a stack of distinct layers adds positions once, so there `per_step` is `p
 Models without a target (classifiers, language models) draw per stack at least. With `shared`
 and `per_stack` a Universal Transformer's steps share their stack's draw.
 
-Draws come from torch's global CPU generator: the stream `train.seed` seeds and every checkpoint
-saves, so runs repeat exactly and resume exactly. Only modules in training mode draw.
+Positions are arguments, as torchtune's `input_pos` and nanoGPT's `pos` are: an assembly in
+training mode draws them (model/transformer.py) and hands them down, to the embeddings as
+`positions` and to a stack in `StackInputs.positions` (a Universal Transformer adds them at every
+step; with `per_step` it draws each later step's through `StackInputs.redraw`). No module keeps a
+draw between calls. Draws come from torch's global CPU generator: the stream `train.seed` seeds
+and every checkpoint saves, so runs repeat exactly and resume exactly.
 
 Evaluation (`model.position_eval`) uses 0..n-1 (`dense`), or, after `subset` training,
 0, s, 2s, ... with s = position_range // n for a source of n tokens (`spread`): the sorted
@@ -36,8 +40,8 @@ source's s, so that source and target position i still match.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -47,29 +51,28 @@ DRAWS = ("shared", "per_stack", "per_step")
 EVALUATIONS = ("dense", "spread")
 
 
+@dataclass(frozen=True)
 class PositionRandomisation:
-    """How a training pass picks its positions; `none` keeps 0..n-1. One object serves all the
-    stacks of a model, so that a shared pass can hand each the same draw."""
+    """How a model picks its positions: the settings only, never a draw. The assemblies ask it for
+    each stack's positions and pass them down as arguments (`StackInputs.positions`, the
+    embeddings' `positions`); `none` and `dense` keep 0..n-1."""
 
-    def __init__(
-        self,
-        mode: str = "none",
-        position_range: int = 2048,
-        draw_for: str = "shared",
-        evaluation: str = "dense",
-    ) -> None:
+    mode: str = "none"
+    position_range: int = 2048
+    draw_for: str = "shared"
+    evaluation: str = "dense"
+
+    def __post_init__(self) -> None:
         for value, allowed, what in (
-            (mode, MODES, "position randomisation"),
-            (draw_for, DRAWS, "position draw"),
-            (evaluation, EVALUATIONS, "evaluation positions"),
+            (self.mode, MODES, "position randomisation"),
+            (self.draw_for, DRAWS, "position draw"),
+            (self.evaluation, EVALUATIONS, "evaluation positions"),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {what} '{value}'; allowed: {', '.join(allowed)}")
-        self.mode, self.position_range, self.draw_for = mode, position_range, draw_for
-        self.evaluation = evaluation
-        self._pass: Tensor | None = None
 
-    def _new(self, length: int) -> Tensor | None:
+    def draw(self, length: int) -> Tensor | None:
+        """(length,) int64 positions for one training pass, or None for the usual 0..length-1."""
         if self.mode == "offset":
             start = int(torch.randint(length, ()))
             return torch.arange(start, start + length)
@@ -82,24 +85,10 @@ class PositionRandomisation:
             return torch.randperm(self.position_range)[:length].sort().values
         return None
 
-    @contextmanager
-    def shared_pass(self, length: int | None) -> Iterator[None]:
-        """Within it, with draw_for='shared', every `draw` takes the first positions of one draw
-        for `length` (the longest sequence of the pass; None: not a training pass, no draw)."""
-        if self.draw_for == "shared" and length is not None:
-            self._pass = self._new(length)
-        try:
-            yield
-        finally:
-            self._pass = None
-
-    def draw(self, length: int) -> Tensor | None:
-        """(length,) int64 positions for one training pass, or None for the usual 0..length-1."""
-        if self._pass is not None:
-            if length > len(self._pass):
-                raise ValueError(f"a stack of {length} positions in a pass drawn for {len(self._pass)}")
-            return self._pass[:length]
-        return self._new(length)
+    def pass_draw(self, length: int) -> Tensor | None:
+        """With draw_for='shared', the one draw of a training pass whose longest sequence has
+        `length` positions; every stack of the pass takes its first positions. None otherwise."""
+        return self.draw(length) if self.draw_for == "shared" else None
 
     def evaluation_strides(self, pad: Tensor) -> Tensor | None:
         """(batch,) spacing of each sequence's evaluation positions from its real length (`pad`:
@@ -109,13 +98,29 @@ class PositionRandomisation:
         lengths = (~pad).sum(1)
         return (self.position_range // lengths.clamp(min=1)).clamp(min=1)
 
-    def positions(self, length: int, offset: int, strides: Tensor | None, training: bool) -> Tensor | None:
-        """The positions of `length` states whose first is state number `offset`: (length,) drawn
-        in training, (batch, length) spread by `strides` in evaluation, or None for the usual
-        offset..offset+length-1."""
+    def positions(
+        self,
+        length: int,
+        offset: int,
+        strides: Tensor | None,
+        training: bool,
+        drawn: Tensor | None = None,
+    ) -> Tensor | None:
+        """The positions of a stack's `length` states whose first is state number `offset`:
+        (length,) in training, the start of the pass's draw `drawn` or a draw of their own;
+        (batch, length) spread by `strides` in evaluation; None for offset..offset+length-1."""
         if training:
-            return self.draw(length)
+            if drawn is None:
+                return self.draw(length)
+            if length > len(drawn):
+                raise ValueError(f"a stack of {length} positions in a pass drawn for {len(drawn)}")
+            return drawn[:length]
         if strides is None:
             return None
         steps = torch.arange(offset, offset + length, device=strides.device)
         return steps[None, :] * strides[:, None]
+
+    def step_draws(self, training: bool) -> Callable[[int], Tensor | None] | None:
+        """With draw_for='per_step' in training, what draws each later recurrent step's positions
+        (a Universal Transformer's); None: the steps keep their stack's positions."""
+        return self.draw if training and self.draw_for == "per_step" else None

@@ -45,7 +45,7 @@ def inverse_mask(omega: Tensor) -> Tensor:
     return inv / inv.sum(-1, keepdim=True).clamp(min=1e-12)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SyntaxMasks:
     """Turns a batch's omega (or given M) into per-layer additive and multiplicative masks."""
 

@@ -1,4 +1,5 @@
-"""Encoder-decoder, encoder-only and decoder-only assemblies built from the same layers."""
+"""Encoder-decoder, encoder-only and decoder-only assemblies built from the same layers (the
+builders that make them from the config: kinds.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
 from .attention import causal_mask, padding_mask
 from .cache import DecoderCache
 from .embeddings import Embedding
-from .layers import LayerInputs, Stack, StackInputs, StackOutput, TransformerLayer
+from .layers import LayerInputs, Stack, StackInputs, StackOutput
 from .ponder import Ponder
 from .randomised_positions import PositionRandomisation
 from .syntax import SyntaxMasks
-from .universal import UniversalStack
 
 
 @dataclass
@@ -54,7 +53,7 @@ class OutputProjection(nn.Module):
     """logits = S W_o (+ b); W_o may be the (tied) target embedding matrix. The bias b is a
     fixed buffer, as Marian's `final_logits_bias` is: imported with the weights, never trained."""
 
-    def __init__(self, d: int, vocab_size: int, tied: nn.Parameter | None, bias: bool) -> None:
+    def __init__(self, d: int, vocab_size: int, *, tied: nn.Parameter | None, bias: bool) -> None:
         super().__init__()
         if tied is None:
             self.weight = nn.Parameter(torch.empty(vocab_size, d))
@@ -82,10 +81,25 @@ def _causal(
     n = ids.shape[1]
     mask = causal_mask(n, offset + n, offset, ids.device) if n > 1 else None
     shared = LayerInputs(mask, pad=ids.eq(pad_id))
-    if memory is None:
-        return StackInputs(shared, offset)
-    shared.memory, shared.memory_mask = memory.states, memory.mask
-    return StackInputs(shared, offset, strides=memory.strides)  # the source's position spacing
+    if memory is not None:
+        shared.memory, shared.memory_mask = memory.states, memory.mask
+    return StackInputs(shared, offset)
+
+
+def _place(
+    inputs: StackInputs,
+    length: int,
+    randomisation: PositionRandomisation,
+    training: bool,
+    strides: Tensor | None = None,
+    drawn: Tensor | None = None,
+) -> StackInputs:
+    """`inputs` with the positions of the stack's `length` states (randomised_positions.py): in
+    training the start of the pass's draw `drawn` or a draw of their own, in evaluation spread by
+    `strides` or None (offset..offset+length-1)."""
+    inputs.positions = randomisation.positions(length, inputs.offset, strides, training, drawn)
+    inputs.redraw = randomisation.step_draws(training)
+    return inputs
 
 
 class EncoderDecoder(nn.Module):
@@ -95,6 +109,7 @@ class EncoderDecoder(nn.Module):
 
     def __init__(
         self,
+        *,
         src_embed: Embedding,
         tgt_embed: Embedding,
         encoder: Stack,
@@ -115,21 +130,33 @@ class EncoderDecoder(nn.Module):
     ) -> EncoderOutput:
         """src: (batch, m) token ids; factors: (batch, k, m) tag ids of factored input;
         syntax: (batch, m, m) tree distances omega (or M itself for syntax_mask='given')."""
+        return self._encode(src, factors, syntax, None)
+
+    def _encode(
+        self, src: Tensor, factors: Tensor | None, syntax: Tensor | None, drawn: Tensor | None
+    ) -> EncoderOutput:
+        """`encode`; in a training pass that drew its positions once, `drawn` is that draw."""
         pad = src.eq(self.pad_id)
         inputs = _bidirectional(pad)
         if self.syntax is not None:
             if syntax is None:
                 raise ValueError("this model masks attention with source trees; give their distances (omega)")
             inputs.layer_masks, inputs.score_masks = self.syntax.per_layer(syntax, self.encoder.depth)
-        if not self.training:
-            inputs.strides = self.randomisation.evaluation_strides(pad)
-        out = self.encoder(self.src_embed(src, factors=factors, strides=inputs.strides), inputs)
-        return EncoderOutput(out.states, pad, out.ponder, inputs.strides)
+        strides = None if self.training else self.randomisation.evaluation_strides(pad)
+        _place(inputs, src.shape[1], self.randomisation, self.training, strides, drawn)
+        out = self.encoder(self.src_embed(src, factors=factors, positions=inputs.positions), inputs)
+        return EncoderOutput(out.states, pad, out.ponder, strides)
 
-    def _decoder(self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None) -> StackOutput:
+    def _decoder(
+        self, tgt: Tensor, memory: EncoderOutput, cache: DecoderCache | None, drawn: Tensor | None = None
+    ) -> StackOutput:
         inputs = _causal(tgt, self.pad_id, cache, memory)
+        strides = memory.strides  # each target takes its source's spacing
+        if strides is not None and strides.shape[0] != tgt.shape[0]:  # beams grouped per source row
+            strides = strides.repeat_interleave(tgt.shape[0] // strides.shape[0])
+        _place(inputs, tgt.shape[1], self.randomisation, self.training, strides, drawn)
         out = self.decoder(
-            self.tgt_embed(tgt, inputs.offset, strides=inputs.strides),
+            self.tgt_embed(tgt, inputs.offset, positions=inputs.positions),
             inputs,
             cache.layers if cache else None,
         )
@@ -153,10 +180,9 @@ class EncoderDecoder(nn.Module):
         self, src: Tensor, tgt: Tensor, factors: Tensor | None = None, syntax: Tensor | None = None
     ) -> ModelOutput:
         """Teacher-forced logits (batch, n, vocab) with the ponder statistics of both sides."""
-        longest = max(src.shape[1], tgt.shape[1]) if self.training else None
-        with self.randomisation.shared_pass(longest):
-            memory = self.encode(src, factors, syntax)
-            decoded = self._decoder(tgt, memory, None)
+        drawn = self.randomisation.pass_draw(max(src.shape[1], tgt.shape[1])) if self.training else None
+        memory = self._encode(src, factors, syntax, drawn)
+        decoded = self._decoder(tgt, memory, None, drawn)
         return ModelOutput(self.output(decoded.states), _ponders(encoder=memory, decoder=decoded))
 
 
@@ -179,14 +205,26 @@ class LanguageModel(nn.Module):
 
     kind = "decoder"
 
-    def __init__(self, embed: Embedding, decoder: Stack, output: OutputProjection, pad_id: int) -> None:
+    def __init__(
+        self,
+        *,
+        embed: Embedding,
+        decoder: Stack,
+        output: OutputProjection,
+        pad_id: int,
+        randomisation: PositionRandomisation | None = None,
+    ) -> None:
         super().__init__()
         self.embed, self.decoder, self.output, self.pad_id = embed, decoder, output, pad_id
+        self.randomisation = randomisation or PositionRandomisation()
 
     def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> ModelOutput:
         """ids: (batch, n) (only the new ones when a cache is given) -> logits (batch, n, vocab)."""
-        inputs = _causal(ids, self.pad_id, cache, None)
-        out = self.decoder(self.embed(ids, inputs.offset), inputs, cache.layers if cache else None)
+        inputs = _place(
+            _causal(ids, self.pad_id, cache, None), ids.shape[1], self.randomisation, self.training
+        )
+        caches = cache.layers if cache else None
+        out = self.decoder(self.embed(ids, inputs.offset, positions=inputs.positions), inputs, caches)
         if cache is not None:
             cache.advance(ids.shape[1])
         return ModelOutput(self.output(out.states), _ponders(decoder=out))
@@ -209,22 +247,25 @@ class EncoderClassifier(nn.Module):
 
     def __init__(
         self,
+        *,
         embed: Embedding,
         encoder: Stack,
         num_classes: int,
         pad_id: int,
         per_token: bool,
+        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
         self.embed, self.encoder, self.pad_id = embed, encoder, pad_id
         self.head = nn.Linear(embed.tokens.embedding_dim, num_classes)
         self.per_token = per_token
+        self.randomisation = randomisation or PositionRandomisation()
 
     def forward(self, ids: Tensor) -> ModelOutput:
         """Logits (batch, len, classes) per token, or (batch, classes) per sequence."""
         pad = ids.eq(self.pad_id)
-        inputs = _bidirectional(pad)
-        out = self.encoder(self.embed(ids), inputs)
+        inputs = _place(_bidirectional(pad), ids.shape[1], self.randomisation, self.training)
+        out = self.encoder(self.embed(ids, positions=inputs.positions), inputs)
         if self.per_token:
             return ModelOutput(self.head(out.states), _ponders(encoder=out))
         keep = (~pad).unsqueeze(-1).to(out.states.dtype)
@@ -234,117 +275,3 @@ class EncoderClassifier(nn.Module):
     def classify(self, ids: Tensor) -> Tensor:
         """Class logits of `forward`, for decoding (an Ensemble answers with log-probabilities)."""
         return self(ids).logits
-
-
-def _layer(cfg: ModelConfig, cross: bool, causal: bool) -> TransformerLayer:
-    return TransformerLayer(
-        cfg.d_model,
-        cfg.heads,
-        cfg.d_ff,
-        cfg.dropout,
-        cfg.attention_dropout,
-        cfg.ffn_dropout,
-        cfg.norm,
-        cfg.activation,
-        cross,
-        cfg.layer_norm_eps,
-        cfg.conv_kernel if cfg.transition == "conv" else None,
-        causal,
-        cfg.local_window if not (cross or causal) else None,  # encoder self-attention only
-    )
-
-
-def _stack(
-    cfg: ModelConfig, layers: int, cross: bool, causal: bool, randomisation: PositionRandomisation
-) -> Stack | UniversalStack:
-    """L distinct layers, or for a Universal Transformer one layer shared across its steps."""
-    if cfg.arch == "universal":
-        steps = cfg.decoder_steps if cross else cfg.encoder_steps
-        return UniversalStack(
-            _layer(cfg, cross, causal),
-            cfg.d_model,
-            steps,
-            cfg.norm,
-            cfg.act,
-            cfg.act_epsilon,
-            cfg.pos_layout,
-            cfg.layer_norm_eps,
-            randomisation,
-        )
-    return Stack(
-        [_layer(cfg, cross, causal) for _ in range(layers)], cfg.d_model, cfg.norm, cfg.layer_norm_eps
-    )
-
-
-def _embedding(
-    cfg: ModelConfig, vocab_size: int, pad_id: int, randomisation: PositionRandomisation
-) -> Embedding:
-    return Embedding(
-        vocab_size,
-        cfg.d_model,
-        pad_id,
-        cfg.dropout,
-        "none" if cfg.arch == "universal" else cfg.positions,
-        cfg.max_positions,
-        cfg.pos_layout,
-        cfg.scale_embeddings,
-        randomisation,
-    )
-
-
-def _syntax(cfg: ModelConfig) -> SyntaxMasks | None:
-    if cfg.syntax_mask == "none":
-        return None
-    return SyntaxMasks(
-        cfg.syntax_mask, cfg.syntax_apply, cfg.omega_max, cfg.syntax_layers, cfg.syntax_heads, cfg.heads
-    )
-
-
-def build_model(
-    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, factor_vocabs: list[int] | None = None
-) -> nn.Module:
-    """Read the model config once and assemble plain modules from it.
-
-    factor_vocabs: the tag vocabulary size of each source factor (factored input), if any.
-    """
-    randomisation = PositionRandomisation(
-        cfg.position_randomisation, cfg.position_range, cfg.position_draw, cfg.position_eval
-    )
-    if cfg.kind == "encoder":
-        assert cfg.num_classes is not None
-        return EncoderClassifier(
-            _embedding(cfg, src_vocab, pad_id, randomisation),
-            _stack(cfg, cfg.encoder_layers, False, False, randomisation),
-            cfg.num_classes,
-            pad_id,
-            cfg.classifier == "token",
-        )
-    tgt_embed = _embedding(cfg, tgt_vocab, pad_id, randomisation)
-    tied = tgt_embed.tokens.weight if cfg.tie_embeddings in ("decoder", "all") else None
-    output = OutputProjection(cfg.d_model, tgt_vocab, tied, cfg.final_logits_bias)
-    if cfg.kind == "decoder":
-        return LanguageModel(
-            tgt_embed, _stack(cfg, cfg.decoder_layers, False, True, randomisation), output, pad_id
-        )
-    if cfg.tie_embeddings == "all":
-        if src_vocab != tgt_vocab:
-            raise ValueError(
-                f"model.tie_embeddings='all' needs one shared vocabulary, but the source has "
-                f"{src_vocab} entries and the target {tgt_vocab}; use 'decoder' or 'none'"
-            )
-        src_embed = _embedding(cfg, src_vocab, pad_id, randomisation)
-        src_embed.tokens = tgt_embed.tokens
-    else:
-        src_embed = _embedding(cfg, src_vocab, pad_id, randomisation)
-    if factor_vocabs:
-        src_embed.add_factors(factor_vocabs, cfg.factor_combine, pad_id)
-    return EncoderDecoder(
-        src_embed,
-        tgt_embed,
-        _stack(cfg, cfg.encoder_layers, False, False, randomisation),
-        _stack(cfg, cfg.decoder_layers, True, True, randomisation),
-        output,
-        pad_id,
-        _syntax(cfg),
-        randomisation,
-    )

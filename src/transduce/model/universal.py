@@ -9,9 +9,9 @@ halts at the first step where its accumulated p would reach 1 - epsilon (or at s
 step's weight is the remainder R = 1 - sum of earlier p. The output is the weighted sum of the
 step states (weights sum to 1); a halted position's state is frozen. Ponder cost = steps + R.
 
-In training mode `randomisation` may replace the positions pos of P^t by randomly drawn ones
-(randomised_positions.py), drawn once per pass for all steps, or for each step with
-`per_step`; PE(t) is unchanged.
+The positions pos of P^t come in `StackInputs.positions`: drawn at random in training
+(randomised_positions.py), once per pass for all steps, or for each later step through
+`StackInputs.redraw` (`per_step`); PE(t) is unchanged.
 
 Decoding with a cache runs every new position through all T steps (halted ones frozen), so
 each step's cache holds keys/values of every earlier position, exactly as a full pass has.
@@ -26,7 +26,6 @@ from .cache import LayerCache, StaticKV
 from .embeddings import SinusoidalPositions
 from .layers import StackInputs, StackOutput, TransformerLayer
 from .ponder import Ponder
-from .randomised_positions import PositionRandomisation
 
 
 class UniversalStack(nn.Module):
@@ -35,6 +34,7 @@ class UniversalStack(nn.Module):
     def __init__(
         self,
         layer: TransformerLayer,
+        *,
         d: int,
         steps: int,
         norm: str,
@@ -42,11 +42,9 @@ class UniversalStack(nn.Module):
         act_epsilon: float,
         layout: str = "interleaved",
         eps: float = 1e-5,
-        randomisation: PositionRandomisation | None = None,
     ) -> None:
         super().__init__()
         self.layer, self.steps, self.act_epsilon = layer, steps, act_epsilon
-        self.randomisation = randomisation or PositionRandomisation()
         self.positions = SinusoidalPositions(d, layout)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
         self.halt = nn.Linear(d, 1) if act else None
@@ -64,11 +62,10 @@ class UniversalStack(nn.Module):
         cross = StaticKV()
         return [LayerCache(cross_kv=cross) for _ in range(self.steps)]
 
-    def position_signal(self, length: int, offset: int, strides: Tensor | None) -> Tensor:
-        """PE(pos) for this pass, (length, d) or (batch, length, d): offset..offset+length-1, drawn at
-        random in training or spread by `strides` in evaluation (randomised_positions.py)."""
-        chosen = self.randomisation.positions(length, offset, strides, self.training)
-        return self.positions(length, offset) if chosen is None else self.positions.at(chosen)
+    def position_signal(self, length: int, offset: int, positions: Tensor | None) -> Tensor:
+        """PE(pos), (length, d) or (batch, length, d): of `positions`, or of offset..offset+length-1
+        when there are none."""
+        return self.positions(length, offset) if positions is None else self.positions.at(positions)
 
     def forward(self, x: Tensor, inputs: StackInputs, caches: list[LayerCache] | None = None) -> StackOutput:
         """x: (batch, n, d) token embeddings, the first at absolute position inputs.offset."""
@@ -82,11 +79,10 @@ class UniversalStack(nn.Module):
         output = torch.zeros_like(x)
         weights = []
         state = x
-        pos = self.position_signal(n, inputs.offset, inputs.strides)
-        redraw = self.training and self.randomisation.draw_for == "per_step"
+        pos = self.position_signal(n, inputs.offset, inputs.positions)
         for t in range(self.steps):
-            if redraw and t:
-                pos = self.position_signal(n, inputs.offset, inputs.strides)
+            if t and inputs.redraw is not None:  # per_step: every step its own draw
+                pos = self.position_signal(n, inputs.offset, inputs.redraw(n))
             coordinates = (pos + self.positions(1, t + 1)).to(x.dtype)  # P^t = PE(pos) + PE(t)
             new = self.layer(state + coordinates, inputs.layer(t, caches))
             if self.halt is None:

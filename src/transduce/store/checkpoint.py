@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from ..config import Config, build_config
 from ..data.meta import MetaError, read_model
 from ..data.vocab import VocabFilesError
 from ..data.vocab import vocab_files as data_vocab_files
-from ..fileio import atomic_directory
+from ..fileio import atomic_directory, write_safetensors
 from .meta import CheckpointMeta
 
 STEP_DIR = re.compile(r"^ckpt-(\d{8})$")
@@ -83,14 +83,15 @@ def save_checkpoint(
     force: bool = False,
 ) -> None:
     """Write a checkpoint directory atomically; an existing `path` is replaced only if `command`
-    wrote it (or `force`), and never where it overlaps an input."""
+    wrote it (or `force`), and never where it overlaps an input. A write the system refuses (a
+    full disk) is a fileio.WriteError naming `path`, which is left as it was."""
     with atomic_directory(path, command, inputs, force) as tmp:
-        save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"))
+        write_safetensors(tmp / "model.safetensors", {k: v.contiguous() for k, v in weights.items()})
         for f in vocab_files:
             shutil.copyfile(f, tmp / f.name)
         files = ["model.safetensors"]
         if trainer is not None:
-            save_file(trainer_tensors or {}, str(tmp / "trainer.safetensors"))
+            write_safetensors(tmp / "trainer.safetensors", trainer_tensors or {})
             (tmp / "trainer.json").write_text(json.dumps(trainer), encoding="utf-8")
             files += ["trainer.safetensors", "trainer.json"]
         full = meta.model_copy(

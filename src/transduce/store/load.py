@@ -10,6 +10,7 @@ import torch
 from pydantic import BaseModel, Field, ValidationError
 from torch import nn
 
+from ..choices import QUANTIZE
 from ..config import Config, build_config, load_config
 from ..data.vocab import Vocab, load_vocab, vocab_exists
 from ..model import build_model
@@ -98,9 +99,6 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
     model.to(device or torch.device("cpu")).eval()
     factor_vocabs = [_vocab(ck_path / f"src.factor{k}") for k in range(len(meta.factor_vocab_sizes))]
     return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, meta, factor_vocabs)
-
-
-QUANTIZE = ("none", "int8")
 
 
 def load_for_decoding(

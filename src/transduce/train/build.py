@@ -22,6 +22,7 @@ from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
+from ..model.kinds import assembly_for
 from .log import Throughput
 from .objective import Objective, objective_for
 from .schedule import inverse_sqrt_lr
@@ -61,7 +62,8 @@ def run_directory(
     (not `resume`) where checkpoints already are is an OutputError: they would be mixed. So is a
     run directory in the `dataset` or in any other command's output (a dataset, a checkpoint):
     the run would write among its files, and writing that output again would delete the run;
-    and a fine-tuning run (`init_from`) inside the run it starts from."""
+    and a fine-tuning run (`init_from`) inside the run it starts from, or in a run directory
+    that already holds checkpoints (it would resume them and ignore `init_from`)."""
     run = given or Path("runs") / Path(config).stem
     if init_from is not None and run.resolve() in (init_from.resolve(), *init_from.resolve().parents):
         raise OutputError(f"the run directory {run} holds --init-from {init_from}; give a new --run-dir")
@@ -78,7 +80,13 @@ def run_directory(
     for folder in (run, run / "checkpoints"):
         if folder.exists() and not folder.is_dir():
             raise OutputError(f"{folder} is not a directory; give --run-dir a folder")
-    if not resume and (run / "checkpoints").exists() and any((run / "checkpoints").iterdir()):
+    holds_checkpoints = (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir())
+    if holds_checkpoints and init_from is not None:
+        raise OutputError(
+            f"{run} already holds checkpoints, and --init-from starts a new run; give a new --run-dir "
+            f"(or leave out --init-from to resume {run})"
+        )
+    if holds_checkpoints and not resume:
         raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
     return run
 
@@ -139,14 +147,15 @@ def _check_kind(data: Dataset, model: ModelConfig) -> None:
     """An encoder-only classifier needs labels of its kind and number; a decoder-only model reads
     source and target with one vocabulary; only encoder-decoders read factored input."""
     kind = f"model.kind='{model.kind}'"
-    if model.kind != "encoder_decoder" and data.factor_vocabs:
+    assembly = assembly_for(model.kind)
+    if data.factor_vocabs and not assembly.factors:
         raise ConfigError(f"{kind}: {data.dir} has factored input, which only encoder_decoder models read")
-    if model.kind == "decoder" and data.tgt_vocab is not data.src_vocab:
+    if objective_for(model).joined and data.tgt_vocab is not data.src_vocab:
         raise ConfigError(
             f"{kind} reads source and target as one sequence, but {data.dir} has separate source and "
             "target vocabularies; prepare it with one shared vocabulary"
         )
-    if model.kind != "encoder":
+    if not assembly.classifier:
         return
     meta = data.meta
     if meta.data_kind != "labels":

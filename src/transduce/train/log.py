@@ -4,16 +4,20 @@ device's peak), with FLOPs per token from `cost.py`."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from rich.console import Console
+from rich.markup import escape
 
 from ..config import ModelConfig
 from ..cost import flops_per_token
 from ..data.dataset import Split
+from .objective import objective_for
 
 # Dense peak FLOP/s by device name fragment and precision (vendor data sheets, no sparsity).
 PEAK_FLOPS = {
@@ -45,10 +49,11 @@ class Throughput:
         """FLOPs per scored target at the training data's mean source and target lengths (a
         language model's sequence is both; a sequence classifier scores one label per source)."""
         src_len = max(1, round(float(np.mean(split.src_lengths))) + 1)
-        tgt = split.tgt_lengths + (split.src_lengths if model.kind == "decoder" else 0)
+        objective = objective_for(model)
+        tgt = split.tgt_lengths + (split.src_lengths if objective.joined else 0)
         tgt_len = max(1, round(float(np.mean(tgt))) + 1)
         flops = flops_per_token(model, tgt_vocab, src_len, tgt_len, training=True)
-        if model.kind == "encoder" and model.classifier == "sequence":
+        if objective.per_sequence:
             flops *= src_len
         return cls(flops, peak_flops(device, precision))
 
@@ -70,30 +75,59 @@ class RunLogger:
 
     def __init__(self, run_dir: Path, active: bool) -> None:
         self.active = active
+        self.path, self.tb = run_dir / "train.log", run_dir / "tb"
         self.writer = None
         self.file = None
         if active:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(run_dir / "tb"))
-            self.file = (run_dir / "train.log").open("a", encoding="utf-8")
+            self.writer = SummaryWriter(str(self.tb))
+            self.file = self.path.open("a", encoding="utf-8")
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         if not self.active:
             return
-        assert self.writer is not None
-        for key, value in values.items():
-            if isinstance(value, (int, float, np.floating)):
-                self.writer.add_scalar(key, float(value), step)
+        if self.writer is not None:
+            try:
+                for key, value in values.items():
+                    if isinstance(value, (int, float, np.floating)):
+                        self.writer.add_scalar(key, float(value), step)
+            except OSError as exc:  # a full disk: as for train.log, one warning and no more files
+                self.writer = None
+                _warn(
+                    f"cannot write the TensorBoard files in {self.tb}: {exc.strerror or exc}; they stop here"
+                )
         self.text(f"step {step}: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()))
 
     def text(self, line: str) -> None:
-        if self.file is not None:
+        """A line of train.log. A log that cannot be written (a full disk) is closed with one
+        warning: training, and the error that may follow, matter more than its log."""
+        if self.file is None:
+            return
+        try:
             self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
             self.file.flush()
+        except OSError as exc:
+            self.close_file()
+            _warn(f"cannot write {self.path}: {exc.strerror or exc}; train.log stops here")
+
+    def close_file(self) -> None:
+        file, self.file = self.file, None
+        if file is not None:
+            with contextlib.suppress(OSError):  # what it could not flush is lost either way
+                file.close()
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.file is not None:
-            self.file.close()
+        """Close both logs; one that cannot be flushed is a warning, not an error that would hide
+        the one the run may be ending with."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except OSError as exc:
+                _warn(f"cannot write the TensorBoard files in {self.tb}: {exc.strerror or exc}")
+        self.close_file()
+
+
+def _warn(message: str) -> None:
+    Console(stderr=True).print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)

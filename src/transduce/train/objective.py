@@ -33,6 +33,7 @@ class Objective:
     joined: bool  # batches read source and target as one sequence (language models)
     forward: Callable[[nn.Module, Batch], ModelOutput]  # the model (or its DDP wrapper) on a batch
     targets: Callable[[Batch], Tensor]  # aligned with the logits' positions
+    per_sequence: bool = False  # one target per example, predicted from the whole source
 
     def lengths(self, split: Split) -> np.ndarray:
         """Per example, its padded length in this kind's batches: the unit of the token budget."""
@@ -73,12 +74,23 @@ def _sequence_classes(batch: Batch) -> Tensor:
     return _token_classes(batch)[:, :1]
 
 
+TRANSLATE = Objective(joined=False, forward=_translate, targets=_next_tokens)
+CONTINUE = Objective(joined=True, forward=_continue, targets=_next_tokens)
+CLASSIFY = {  # per classifier head: one label per sequence, or one per source token
+    "sequence": Objective(
+        joined=False, forward=_label_sequences, targets=_sequence_classes, per_sequence=True
+    ),
+    "token": Objective(joined=False, forward=_label_tokens, targets=_token_classes),
+}
+
+# model.kind -> its objective: the one place training dispatches on the kind of model.
+OBJECTIVES: dict[str, Callable[[ModelConfig], Objective]] = {
+    "encoder_decoder": lambda cfg: TRANSLATE,
+    "decoder": lambda cfg: CONTINUE,
+    "encoder": lambda cfg: CLASSIFY[cfg.classifier],
+}
+
+
 def objective_for(cfg: ModelConfig) -> Objective:
     """The objective of the model `cfg` describes."""
-    if cfg.kind == "decoder":
-        return Objective(True, _continue, _next_tokens)
-    if cfg.kind == "encoder" and cfg.classifier == "token":
-        return Objective(False, _label_tokens, _token_classes)
-    if cfg.kind == "encoder":
-        return Objective(False, _label_sequences, _sequence_classes)
-    return Objective(False, _translate, _next_tokens)
+    return OBJECTIVES[cfg.kind](cfg)

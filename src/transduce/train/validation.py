@@ -11,15 +11,55 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ..config import DecodeConfig
+from ..data.batching import make_batches
 from ..data.dataset import Dataset, Split
 from ..decode.translate import decode_all
 from ..metrics import accuracy, corpus_scores
 from ..parsing import gold_tree, score_outputs
+from .loss import label_smoothed_loss
+from .objective import IGNORE, Objective
 
 Metrics = dict[str, float]
+
+
+@torch.no_grad()
+def dev_loss(
+    model: nn.Module,
+    objective: Objective,
+    split: Split,
+    max_tokens: int,
+    smoothing: float,
+    device: torch.device,
+) -> tuple[float, float, Metrics]:
+    """Per-token smoothed loss and NLL on a split, plus ACT step statistics (mean/max per side)."""
+    model.eval()
+    batches, _ = make_batches(objective.lengths(split), max_tokens, seed=0)
+    loss_sum = nll_sum = tokens = 0.0
+    steps: dict[str, list[Tensor]] = {}
+    for idx in batches:
+        b = objective.collate(split, idx)
+        target = objective.targets(b)
+        out = objective.forward(model, b.to(device))
+        loss, nll = label_smoothed_loss(out.logits, target.to(device), smoothing, IGNORE)
+        loss_sum, nll_sum, tokens = (
+            loss_sum + float(loss),
+            nll_sum + float(nll),
+            tokens + int(target.ne(IGNORE).sum()),
+        )
+        for side, p in out.ponder.items():
+            steps.setdefault(side, []).append(p.real(p.steps))
+    model.train()
+    ponder = {}
+    for side, parts in steps.items():
+        joined = torch.cat(parts)
+        ponder[f"{side}_ponder_mean"], ponder[f"{side}_ponder_max"] = (
+            float(joined.mean()),
+            float(joined.max()),
+        )
+    return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder
 
 
 def greedy_outputs(

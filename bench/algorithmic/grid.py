@@ -1,0 +1,464 @@
+"""Length generalisation on the UT paper's algorithmic tasks (Dehghani et al. 2018, section 3.3):
+Transformer, UT and UT+ACT, with and without position randomisation, over several seeds.
+
+    python -m bench.algorithmic.grid        # the whole grid: 3 tasks x 3 models x 2 x 3 seeds, many hours
+    python -m bench.algorithmic.grid --tasks copy --models ut --positions offset --seeds 1 \\
+        --steps 20 --eval-size 4 --lengths 40 80 --sweep-size 4 --test-len 120
+
+The paper's setting, as tensor2tensor generates it: decimal strings, 100k training examples of
+lengths 1..40, tested at length 400; tasks copy, reverse and addition (two little-endian numbers
+joined by a separator, the target their little-endian sum: data.task=addition_le). Its UTs train
+with "positions starting with randomized offsets" (model.position_randomisation=offset); beyond
+the paper, Ruoss et al.'s random position subsets, evaluated on positions spread over the same
+range (subset_spread).
+tensor2tensor's own test set spans lengths 1..400; here the headline is length --test-len exactly
+and a sweep over --lengths gives the curve.
+
+Models, at tensor2tensor's tiny sizes (d_model 128, d_ff 512, 4 heads, dropout 0.1, pre-norm):
+  transformer   2 encoder and 2 decoder layers            (transformer_tiny)
+  ut            one shared layer, 8 steps per stack        (universal_transformer_tiny)
+  ut_act        the same with ACT, at most 8 steps         (adaptive_universal_transformer_tiny)
+Every run gets the same budget: --steps steps of --max-tokens-token batches of the same data.
+Seed k seeds the data (data.seed) and the weights, dropout and position draws (train.seed).
+
+Per run: training with transduce's Trainer, then greedy decoding: character and sequence accuracy
+at --test-len (--eval-size examples, the test_long split) and at each of --lengths (--sweep-size
+examples each), ACT ponder steps (mean and max per side, on dev and teacher-forced at --test-len),
+CPU minutes (of the invocation that finished the run; train_minutes counts training across
+resumes). --lte adds Learning to Execute's memorisation tasks (copy, double, reverse of 55 digits,
+in distribution: their headline is the dev split). A run's result is a JSON file in
+bench/records/algorithmic/<setting>/ (committed, so that the grid fills up over several sessions;
+the setting's name holds the sizes, a hash the rest) and its training runs in
+bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
+from a result are evaluated from its checkpoint when it is still there, an interrupted run
+resumes from its last checkpoint, and a run that another invocation is training is left to it
+(two one-thread invocations can fill one grid side by side). At the end the record folder gets
+results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
+accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
+--report writes them, training nothing. The results page (docs/results.md) summarises the main
+setting's runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.algorithmic.tasks import LABELS, PAPER, TASKS
+from bench.records import BENCH, ROOT, host_line, spread
+from transduce.config import Config, load_config
+from transduce.data.tasks import examples_of_length
+from transduce.decode.translate import decode_all
+from transduce.fileio import OutputError, RunLock
+from transduce.metrics import accuracy
+from transduce.train.trainer import Trainer
+
+OUT = BENCH / "out" / "algorithmic"  # the training runs
+RECORDS = BENCH / "records" / "algorithmic"  # one result per run, committed
+MODELS = {
+    "transformer": ["model.arch=transformer"],
+    "ut": ["model.arch=universal", "model.act=false"],
+    "ut_act": ["model.arch=universal", "model.act=true"],
+}
+POSITIONS = {  # position randomisation: one draw per pass shared by both stacks, or one per stack;
+    # subset evaluates on 0..n-1, subset_spread on positions spread over the range (position_eval)
+    "none": ["model.position_randomisation=none"],
+    "offset": ["model.position_randomisation=offset", "model.position_draw=shared"],
+    "subset": ["model.position_randomisation=subset", "model.position_draw=shared"],
+    "subset_spread": [
+        "model.position_randomisation=subset",
+        "model.position_draw=shared",
+        "model.position_eval=spread",
+    ],
+    "offset_per_stack": ["model.position_randomisation=offset", "model.position_draw=per_stack"],
+    "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
+    # tensor2tensor's own: a new offset at every recurrent step of each stack
+    "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
+}
+SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
+    *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
+    *("width", "d_ff", "heads", "layers", "ut_steps", "dropout", "norm", "warmup", "lr_scale"),
+]
+
+
+def setting_name(args: argparse.Namespace) -> str:
+    """The folder of one setting: its main sizes to read, a hash of every setting to be exact."""
+    settings = {k: getattr(args, k) for k in SETTING_KEYS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return f"len{args.train_len}-{args.test_len}_steps{args.steps}_tok{args.max_tokens}_{digest}"
+
+
+def config(args: argparse.Namespace, task: str, model: str, positions: str, seed: int) -> Config:
+    """One run's configuration, as `transduce train small ...` would take it."""
+    return load_config(
+        "small",
+        [
+            f"model.d_model={args.width}",
+            f"model.heads={args.heads}",
+            f"model.d_ff={args.d_ff}",
+            f"model.encoder_layers={args.layers}",
+            f"model.decoder_layers={args.layers}",
+            f"model.encoder_steps={args.ut_steps}",
+            f"model.decoder_steps={args.ut_steps}",
+            f"model.dropout={args.dropout}",
+            f"model.norm={args.norm}",
+            *POSITIONS[positions],
+            *MODELS[model],
+            *TASKS[task].data_overrides(args),
+            f"data.task_train_size={args.train_size}",
+            f"data.task_eval_size={args.eval_size}",
+            f"data.max_tokens={args.max_tokens}",
+            f"data.seed={seed}",
+            f"train.seed={seed}",
+            f"train.steps={args.steps}",
+            f"train.warmup={args.warmup}",
+            f"train.lr_scale={args.lr_scale}",
+            f"train.validate_every={args.steps}",
+            f"train.save_every={max(1, min(args.steps, 500))}",
+            "train.keep_last=1",
+            f"train.threads={args.threads}",
+            "train.log_every=100",
+            "decode.max_len_a=1.0",
+            "decode.max_len_b=10",  # every target is at most one symbol longer than its input
+        ],
+    )
+
+
+def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[str, float]:
+    """Greedy character and sequence accuracy on `count` examples of one length (the same
+    examples for every model and seed)."""
+    pairs = examples_of_length(cfg.data, length, count, seed=0)
+    sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
+    refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
+    trainer.model.eval()
+    hyps = decode_all(trainer.model, sources, cfg.decode, use_greedy=True, device=trainer.device)
+    acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
+    return {"char": acc.char, "seq": acc.sequence}
+
+
+def write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def in_use(work: Path) -> str | None:
+    """Who trains this run now, when another invocation does (its lock is held), else None."""
+    try:
+        with RunLock(work):
+            return None
+    except OutputError as held:
+        return str(held)
+
+
+def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions: str, seed: int) -> None:
+    """Train and evaluate one (task, model, positions, seed), or complete its stored result; a run
+    that another invocation is training is left to it, so several invocations can fill one grid."""
+    name = f"{task}-{model}-{positions}-seed{seed}"
+    result_file = folder / f"{name}.json"
+    result = json.loads(result_file.read_text()) if result_file.exists() else None
+    lengths = [] if TASKS[task].lte else args.lengths
+    missing = [n for n in lengths if result is None or str(n) not in result["by_length"]]
+    work = OUT / folder.name / name
+    if result is not None and (not missing or not work.exists()):
+        return  # complete, or recorded in an earlier session whose checkpoint is gone
+    if (holder := in_use(work)) is not None:
+        print(f"skipped: {holder}", flush=True)
+        return
+    cfg = config(args, task, model, positions, seed)
+    cpu, wall = time.process_time(), time.monotonic()
+    trainer = Trainer(cfg, work, show_progress=args.progress)
+    metrics = trainer.fit(resume=True)  # a finished run only loads its weights
+    train_cpu = time.process_time() - cpu
+    if result is None:
+        headline = TASKS[task].headline
+        _, _, ponder = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps, teacher-forced
+        result = {
+            "task": task,
+            "model": model,
+            "positions": positions,
+            "seed": seed,
+            "steps": trainer.state.step,
+            "char": metrics[f"{headline}_char_acc"],
+            "seq": metrics[f"{headline}_seq_acc"],
+            "dev_char": metrics["dev_char_acc"],
+            "dev_seq": metrics["dev_seq_acc"],
+            "dev_loss": metrics["dev_loss"],
+            "ponder_dev": {k: v for k, v in metrics.items() if "_ponder_" in k},
+            "ponder_test": ponder,
+            "train_minutes": trainer.state.train_seconds / 60,
+            "command": " ".join(["python", "-m", "bench.algorithmic.grid", *sys.argv[1:]]),
+            "machine": host_line(args.threads),
+            "train_cpu_minutes": train_cpu / 60,
+            "by_length": {},
+        }
+    began = time.process_time()
+    for n in missing:
+        result["by_length"][str(n)] = accuracy_at(trainer, cfg, n, args.sweep_size)
+    result["sweep_cpu_minutes"] = result.get("sweep_cpu_minutes", 0.0) + (time.process_time() - began) / 60
+    result["cpu_minutes"] = result["train_cpu_minutes"] + result["sweep_cpu_minutes"]
+    result["wall_minutes"] = result.get("wall_minutes", 0.0) + (time.monotonic() - wall) / 60
+    write_json(result_file, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "by_length"}), flush=True)
+
+
+def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    out: dict[tuple[str, str, str], list[dict]] = {}
+    for r in results:
+        out.setdefault((r["task"], r["model"], r["positions"]), []).append(r)
+    return out
+
+
+def table(results: list[dict], args: argparse.Namespace, command: str, folder: Path) -> list[str]:
+    """The section: the length-generalisation table, then the Learning-to-Execute table (its
+    tasks are tested in distribution, so their headline is the dev split)."""
+    lines = [
+        f"## Algorithmic tasks: length generalisation ({time.strftime('%Y-%m-%d')})",
+        "",
+        f"Commands: `{command}`  ",
+        f"Results: `{folder.relative_to(ROOT)}` (one JSON per run; `results.json`).  ",
+        f"Machine: {platform.processor() or platform.machine()}, {args.threads} thread(s), torch "
+        f"{torch.__version__}. Train lengths 1..{args.train_len} ({args.train_size} examples), headline "
+        f"at length {args.test_len} ({args.eval_size} examples; LTE tasks: length {args.lte_len}, dev); "
+        f"d_model {args.width}, d_ff {args.d_ff}, {args.heads} heads, {args.norm}-norm; "
+        f"Transformer {args.layers}+{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); "
+        f"{args.steps} steps of {args.max_tokens}-token batches; greedy decoding. Mean ± standard "
+        "deviation over seeds (n).",
+    ]
+    grouped = groups(results)
+    long = {key: rows for key, rows in grouped.items() if not TASKS[key[0]].lte}
+    lte = {key: rows for key, rows in grouped.items() if TASKS[key[0]].lte}
+    if long:
+        lines += ["", *table_rows(long, args, f"at length {args.test_len}", dev=True)]
+    if lte:
+        heading = f"Learning to Execute memorisation, length {args.lte_len} (dev split, in distribution):"
+        lines += ["", heading, "", *table_rows(lte, args, f"at length {args.lte_len}", dev=False)]
+    lines += [
+        "",
+        "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
+        "beside UT and UT+ACT), shown for its setting only (lengths 1..40, test 400), and its Learning to "
+        "Execute memorisation table (length 55) for the lte_ tasks. ACT steps: mean "
+        "ponder steps per position, teacher-forced at the headline length. CPU minutes: training and "
+        "evaluation in the invocation that finished the run. The curve over test lengths: "
+        f"`{(folder / 'accuracy_by_length.png').relative_to(ROOT)}`.",
+    ]
+    return lines
+
+
+def papers_setting(args: argparse.Namespace, task: str) -> bool:
+    """Whether the paper's numbers apply: its lengths (train 1..40, test 400; LTE tasks at 55)."""
+    return args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
+
+
+def table_rows(
+    grouped: dict[tuple[str, str, str], list[dict]], args: argparse.Namespace, where: str, dev: bool
+) -> list[str]:
+    """One markdown table: a row per (task, model, positions), the paper's numbers beside ours."""
+    lines = [
+        f"| task | model | positions | n | char acc {where} | seq acc | paper char / seq "
+        + ("| dev char / seq " if dev else "")
+        + "| ACT steps enc / dec | CPU min |",
+        "|---|---|---|---|---|---|---|" + ("---|" if dev else "") + "---|---|",
+    ]
+    for (task, model, positions), rows in grouped.items():
+        paper = (
+            PAPER.get(task, {}).get("ut" if model == "ut_act" else model)
+            if papers_setting(args, task)
+            else None
+        )
+        ponder = [
+            spread([r["ponder_test"][f"{side}_ponder_mean"] for r in rows])
+            for side in ("encoder", "decoder")
+            if f"{side}_ponder_mean" in rows[0]["ponder_test"]
+        ]
+        dev_cell = (
+            f"{statistics.fmean(r['dev_char'] for r in rows):.2f} / "
+            f"{statistics.fmean(r['dev_seq'] for r in rows):.2f} | "
+        )
+        lines.append(
+            f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
+            f"{spread([r['seq'] for r in rows])} | {f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
+            + (dev_cell if dev else "")
+            + f"{' / '.join(ponder) or '-'} | {statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
+        )
+    return lines
+
+
+# The curves: a colour per model, a line style and marker per position scheme.
+MODEL_COLOURS = {"transformer": "tab:blue", "ut": "tab:orange", "ut_act": "tab:green"}
+POSITION_STYLES = {
+    "none": ("-", "o"),
+    "offset": ("--", "s"),
+    "offset_per_stack": ("--", "v"),
+    "offset_per_step": (":", "x"),
+    "subset": ("-.", "^"),
+    "subset_per_stack": ("-.", "v"),
+    "subset_spread": ("-.", "D"),
+}
+
+
+def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
+    """Mean accuracy over seeds against test length: a column per task, char and seq rows; the
+    paper's numbers at the headline length as stars, in the colour of the model they stand for."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in results if not TASKS[r["task"]].lte))
+    if not tasks:
+        return
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.5 * len(tasks), 7.5), squeeze=False)
+    for (task, model, positions), rows in groups(results).items():
+        if task not in tasks:
+            continue
+        column = tasks.index(task)
+        lengths = sorted({int(n) for r in rows for n in r["by_length"]} | {args.test_len})
+        line, marker = POSITION_STYLES[positions]
+        for row, metric in enumerate(("char", "seq")):
+            means = [
+                statistics.fmean(
+                    r[metric] if n == args.test_len else r["by_length"][str(n)][metric] for r in rows
+                )
+                for n in lengths
+            ]
+            axes[row][column].plot(
+                lengths,
+                means,
+                line,
+                marker=marker,
+                markersize=4,
+                color=MODEL_COLOURS[model],
+                label=f"{LABELS[model]}, {positions}",
+            )
+    for column, task in enumerate(tasks):
+        for row, metric in enumerate(("char", "seq")):
+            ax = axes[row][column]
+            for model, paper in PAPER.get(task, {}).items() if papers_setting(args, task) else ():
+                ax.plot(
+                    [args.test_len],
+                    [paper[row]],
+                    "*",
+                    markersize=13,
+                    color=MODEL_COLOURS[model],
+                    markeredgecolor="black",
+                    label=f"paper's {LABELS[model]}",
+                )
+            ax.set_title(f"{task}: {metric} accuracy")
+            ax.set_xlabel("test length")
+            ax.set_ylim(-0.02, 1.02)
+            ax.axvline(args.train_len, color="grey", linewidth=0.8)
+            ax.grid(True, alpha=0.3)
+    labelled = {
+        label: handle
+        for ax in axes.flat
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)
+    }
+    fig.legend(labelled.values(), labelled.keys(), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(
+        f"trained on lengths 1..{args.train_len}; mean over seeds; stars: the paper at {args.test_len}"
+    )
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(labelled) + 3) // 4), 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    grid = parser.add_argument_group("the grid")
+    grid.add_argument("--tasks", nargs="+", default=["copy", "reverse", "addition"], choices=list(TASKS))
+    grid.add_argument("--lte", action="store_true", help="add lte_copy, lte_double and lte_reverse")
+    grid.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    grid.add_argument(
+        "--positions",
+        nargs="+",
+        default=["none", "offset", "subset_spread"],
+        choices=list(POSITIONS),
+        help="offset/subset: one draw per training pass for both stacks; *_per_stack: tensor2tensor's "
+        "independent draws for the encoder and the decoder; subset evaluates on positions 0..n-1, "
+        "subset_spread on positions spread over the range it trained on (model.position_eval=spread)",
+    )
+    grid.add_argument("--seeds", type=int, default=3, help="seeds 1..N per cell")
+    size = parser.add_argument_group("sizes (tensor2tensor's tiny models)")
+    size.add_argument("--width", type=int, default=128, help="d_model")
+    size.add_argument("--d-ff", type=int, default=512)
+    size.add_argument("--heads", type=int, default=4)
+    size.add_argument("--layers", type=int, default=2, help="Transformer layers per stack")
+    size.add_argument("--ut-steps", type=int, default=8, help="UT steps per stack (UT+ACT: at most)")
+    size.add_argument("--dropout", type=float, default=0.1)
+    size.add_argument(
+        "--norm",
+        choices=["pre", "post"],
+        default="pre",
+        help="layer norm placement; tensor2tensor's models normalise before each sublayer (pre)",
+    )
+    train = parser.add_argument_group("training")
+    train.add_argument(
+        "--steps",
+        type=int,
+        default=1000,
+        help="measured: UT 1.3, UT+ACT 0.3 (pondering little) to 1.3, Transformer 0.3 CPU s/step; a UT run "
+        "with its evaluation about 25 CPU minutes",
+    )
+    train.add_argument("--max-tokens", type=int, default=2048, help="tokens per batch, padding included")
+    train.add_argument("--warmup", type=int, default=400)
+    train.add_argument("--lr-scale", type=float, default=1.0)
+    train.add_argument("--train-size", type=int, default=100_000, help="training examples (t2t: 100k)")
+    train.add_argument("--threads", type=int, default=1)
+    data = parser.add_argument_group("lengths and evaluation")
+    data.add_argument("--train-len", type=int, default=40, help="training lengths 1..N")
+    data.add_argument("--test-len", type=int, default=400, help="the headline test length")
+    data.add_argument("--lte-len", type=int, default=55, help="the LTE memorisation length")
+    data.add_argument("--eval-size", type=int, default=100, help="examples at --test-len (and dev)")
+    data.add_argument(
+        "--lengths", type=int, nargs="*", default=[40, 80, 120, 160, 200, 300], help="the sweep's lengths"
+    )
+    data.add_argument("--sweep-size", type=int, default=30, help="examples per sweep length")
+    out = parser.add_argument_group("output")
+    out.add_argument("--progress", action="store_true", help="show each run's progress bar")
+    out.add_argument(
+        "--report",
+        action="store_true",
+        help="train nothing: the table and plot of every run recorded so far at this setting (the grid "
+        "options then only name the setting)",
+    )
+    args = parser.parse_args()
+    tasks = args.tasks + ([t for t in TASKS if TASKS[t].lte and t not in args.tasks] if args.lte else [])
+    folder = RECORDS / setting_name(args)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "setting.json", {k: getattr(args, k) for k in SETTING_KEYS})
+    if not args.report:
+        for seed in range(1, args.seeds + 1):  # seed by seed, so a partial sweep covers the grid once
+            for task in tasks:
+                for model in args.models:
+                    for positions in args.positions:
+                        run(args, folder, task, model, positions, seed)
+    # The report covers every run recorded at this setting, not only this invocation's: the folder's
+    # table is shared by all the invocations that fill the grid.
+    order = {key: i for i, key in enumerate(TASKS)}
+    results = sorted(
+        (json.loads(f.read_text()) for f in folder.glob("*-seed*.json")),
+        key=lambda r: (order[r["task"]], list(MODELS).index(r["model"]), r["positions"], r["seed"]),
+    )
+    write_json(folder / "results.json", results)
+    command = "`, `".join(dict.fromkeys(r.get("command", "(not recorded)") for r in results))
+    lines = table(results, args, command, folder)
+    (folder / "table.md").write_text("\n".join(lines) + "\n")
+    plot(results, args, folder / "accuracy_by_length.png")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The grid's tasks and the paper's numbers beside which its results stand (bench.algorithmic.grid
+trains them; the results page, bench.results, tables them). No torch here: the page reads it."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+LABELS = {"transformer": "Transformer", "ut": "UT", "ut_act": "UT+ACT"}
+# The paper's Table 3 (char acc, seq acc at length 400) and its LTE table; one "Universal Transformer"
+# row, which the paper does not say is with or without ACT, so it stands beside both of ours.
+PAPER = {
+    "copy": {"transformer": (0.53, 0.03), "ut": (0.91, 0.35)},
+    "reverse": {"transformer": (0.13, 0.06), "ut": (0.96, 0.46)},
+    "addition": {"transformer": (0.07, 0.00), "ut": (0.34, 0.02)},
+    # Learning to Execute memorisation at length 55 (the paper's LTE table)
+    "lte_copy": {"transformer": (0.98, 0.63), "ut": (1.0, 1.0)},
+    "lte_double": {"transformer": (0.94, 0.55), "ut": (1.0, 1.0)},
+    "lte_reverse": {"transformer": (0.81, 0.26), "ut": (1.0, 1.0)},
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A benchmark task: the generated task it trains on, and where its headline comes from."""
+
+    data_task: str
+    lte: bool = False  # Learning to Execute memorisation: one length, tested in distribution
+
+    def data_overrides(self, args: argparse.Namespace) -> list[str]:
+        if self.lte:  # test_long is not reported; one length past training keeps it cheap
+            lengths = [args.lte_len] * 2 + [args.lte_len + 1] * 2
+        else:
+            lengths = [1, args.train_len, args.test_len, args.test_len]
+        keys = ("task_train_min_len", "task_train_max_len", "task_test_min_len", "task_test_max_len")
+        return [f"data.task={self.data_task}", *(f"data.{k}={v}" for k, v in zip(keys, lengths, strict=True))]
+
+    @property
+    def headline(self) -> str:
+        """The split whose accuracy is the task's result."""
+        return "dev" if self.lte else "test_long"
+
+
+TASKS = {
+    "copy": Task("copy"),
+    "reverse": Task("reverse"),
+    "addition": Task("addition_le"),
+    "lte_copy": Task("copy", lte=True),
+    "lte_double": Task("double", lte=True),
+    "lte_reverse": Task("reverse", lte=True),
+}

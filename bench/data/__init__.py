@@ -1,0 +1,1 @@
+"""Builders of the offline corpora the MT benchmarks train on (nothing they build is committed)."""

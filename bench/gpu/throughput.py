@@ -1,0 +1,228 @@
+"""GPU benchmark: training throughput and MFU, decoding throughput, on CUDA.
+
+    python -m bench.gpu.throughput --out $OUT    # what bench/gpu/gpu.sh runs on a lent device
+    python -m bench.gpu.throughput --presets small --tokens 4096 --steps 5 --decode-presets small  # a look
+
+Training: forward + backward + Adam (the trainer's optimizer) on random batches of --tokens
+target tokens (sentences of --length source and target tokens, vocabulary --vocab), label
+smoothing 0.1, for each preset x precision (fp32 with TF32 matrix products, bf16 autocast, fp16
+autocast with loss scaling), with torch.compile (mode default, fixed shapes) for the
+--compile precisions at the largest batch. Target tokens/s over --steps timed steps after warm-up,
+achieved TFLOP/s and MFU (FLOPs per token from transduce.cost, the device's dense peak from
+transduce.train.log), peak memory. Decoding: greedy and beam 4 on batches of --decode-batch
+sentences, output length fixed at --length (EOS blocked until then), the model cast to each
+precision. CTranslate2 is not compared: its CUDA wheels need CUDA 12 libraries (hundreds of MB),
+which the device does not have and cannot fetch. Writes gpu.json and gpu.md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from transduce.config import load_config
+from transduce.cost import flops_per_token
+from transduce.data.vocab import BOS, EOS, PAD
+from transduce.decode.search import beam_search, greedy
+from transduce.model import build_model
+from transduce.train.log import peak_flops
+from transduce.train.loss import label_smoothed_loss
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so wall time covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def random_batch(sentences: int, length: int, vocab: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Source (with EOS), decoder input (BOS + target) and output (target + EOS), no padding."""
+    src = torch.randint(EOS + 1, vocab, (sentences, length + 1), device=device)
+    src[:, -1] = EOS
+    tgt = torch.randint(EOS + 1, vocab, (sentences, length), device=device)
+    bos = torch.full((sentences, 1), BOS, device=device)
+    eos = torch.full((sentences, 1), EOS, device=device)
+    return src, torch.cat([bos, tgt], 1), torch.cat([tgt, eos], 1)
+
+
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batch: tuple[torch.Tensor, ...],
+    precision: str,
+) -> Callable[[], None]:
+    """One update on `batch` (source, decoder input, output): autocast forward, smoothed loss,
+    (scaled) backward, Adam; what every timed row repeats."""
+    src, tgt_in, tgt_out = batch
+
+    def step() -> None:
+        with torch.autocast(src.device.type, dtype=DTYPES[precision], enabled=precision != "fp32"):
+            loss, _ = label_smoothed_loss(model(src, tgt_in).logits, tgt_out, 0.1, PAD)
+        scaler.scale(loss / tgt_out.numel()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: argparse.Namespace) -> dict:
+    device = args.device
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "fp32"
+    cfg = load_config(preset, [])
+    model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device).train()
+    step_model = torch.compile(model) if compiled else model
+    t = cfg.train
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=t.adam_betas, eps=t.adam_eps, fused=True)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    src, tgt_in, tgt_out = random_batch(max(1, tokens // (args.length + 1)), args.length, args.vocab, device)
+    n_tokens = tgt_out.numel()
+    step = training_step(step_model, optimizer, scaler, (src, tgt_in, tgt_out), precision)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    began = time.perf_counter()
+    for _ in range(args.warmup):
+        step()
+    sync(device)
+    warmup_s = time.perf_counter() - began
+    began = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    sync(device)
+    seconds = (time.perf_counter() - began) / args.steps
+    flops = flops_per_token(cfg.model, args.vocab, args.length + 1, args.length + 1, training=True)
+    peak = peak_flops(device, precision)
+    rate = n_tokens / seconds
+    return {
+        "preset": preset,
+        "precision": precision,
+        "compile": compiled,
+        "tokens": n_tokens,
+        "step_ms": 1000 * seconds,
+        "tokens_per_s": rate,
+        "tflops": rate * flops / 1e12,
+        "mfu": None if peak is None else rate * flops / peak,
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0,
+        "warmup_s": warmup_s,
+    }
+
+
+@torch.no_grad()
+def decode_row(preset: str, precision: str, beam: int, args: argparse.Namespace) -> dict:
+    device = args.device
+    torch.backends.cuda.matmul.allow_tf32 = precision == "fp32"
+    cfg = load_config(preset, ["model.dropout=0"])
+    model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device, DTYPES[precision]).eval()
+    src, _, _ = random_batch(args.decode_batch, args.length, args.vocab, device)
+    options = {"max_len_a": 0.0, "max_len_b": args.length, "min_len": args.length}
+
+    def run() -> None:
+        if beam == 1:
+            greedy(model, src, **options)
+        else:
+            beam_search(model, src, beam=beam, alpha=0.0, **options)
+
+    run()
+    sync(device)
+    times = []
+    for _ in range(args.decode_reps):
+        began = time.perf_counter()
+        run()
+        sync(device)
+        times.append(time.perf_counter() - began)
+    seconds = sorted(times)[len(times) // 2]
+    return {
+        "preset": preset,
+        "precision": precision,
+        "search": "greedy" if beam == 1 else f"beam {beam}",
+        "sentences": args.decode_batch,
+        "seconds": seconds,
+        "tokens_per_s": args.decode_batch * args.length / seconds,
+    }
+
+
+def markdown(train: list[dict], decode: list[dict], args: argparse.Namespace) -> list[str]:
+    name = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else "CPU (a smoke run)"
+    lines = [
+        f"Device: {name}, torch {torch.__version__}. Training: random batches of sentences of "
+        f"{args.length} + 1 tokens, vocabulary {args.vocab}, {args.steps} timed steps after {args.warmup} "
+        "warm-up steps; fp32 rows use TF32 matrix products.",
+        "",
+        "| preset | precision | compile | tokens/batch | step ms | tokens/s | TFLOP/s | MFU | peak GiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in train:
+        mfu = "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+        lines.append(
+            f"| {r['preset']} | {r['precision']} | {'on' if r['compile'] else 'off'} | {r['tokens']} | "
+            f"{r['step_ms']:.1f} | {r['tokens_per_s']:.0f} | {r['tflops']:.1f} | {mfu} | "
+            f"{r['peak_gib']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Decoding: {args.decode_batch} sentences of {args.length} + 1 source tokens, {args.length} output "
+        f"tokens each (EOS blocked until then), median of {args.decode_reps}.",
+        "",
+        "| preset | precision | search | seconds | output tokens/s |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['preset']} | {r['precision']} | {r['search']} | {r['seconds']:.3f} | {r['tokens_per_s']:.0f} |"
+        for r in decode
+    ]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--presets", nargs="+", default=["small", "base", "big"], help="training presets")
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "fp16"], choices=list(DTYPES))
+    parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 12288, 24576], help="batch sizes")
+    parser.add_argument("--compile", nargs="*", default=["bf16"], help="precisions also timed compiled")
+    parser.add_argument("--length", type=int, default=32, help="target (and source) tokens per sentence")
+    parser.add_argument("--vocab", type=int, default=32000, help="shared vocabulary size")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps")
+    parser.add_argument("--decode-presets", nargs="+", default=["small", "base"], help="decoding presets")
+    parser.add_argument("--decode-batch", type=int, default=64, help="sentences per decoding batch")
+    parser.add_argument("--decode-reps", type=int, default=3, help="timed decoding repetitions")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"), help="gpu.json and gpu.md go here")
+    parser.add_argument("--device", type=torch.device, default="cuda", help="cpu: a smoke run of this script")
+    args = parser.parse_args()
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: bench.gpu.throughput needs a CUDA device (or --device cpu for a smoke run)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    train, decode = [], []
+    for preset in args.presets:
+        for precision in args.precisions:
+            for tokens in args.tokens:
+                for compiled in (
+                    (False, True) if precision in args.compile and tokens == max(args.tokens) else (False,)
+                ):
+                    train.append(train_row(preset, precision, tokens, compiled, args))
+                    print(json.dumps(train[-1]), flush=True)
+                    if args.device.type == "cuda":
+                        torch.cuda.empty_cache()
+    for preset in args.decode_presets:
+        for precision in args.precisions:
+            for beam in (1, 4):
+                decode.append(decode_row(preset, precision, beam, args))
+                print(json.dumps(decode[-1]), flush=True)
+    (args.out / "gpu.json").write_text(json.dumps({"train": train, "decode": decode}, indent=1))
+    lines = markdown(train, decode, args)
+    (args.out / "gpu.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

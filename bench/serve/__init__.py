@@ -1,0 +1,1 @@
+"""`transduce serve` under load: throughput, latency under a maximal request, a screenshot."""

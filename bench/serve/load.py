@@ -1,0 +1,178 @@
+"""Load test of `transduce serve` on loopback: N concurrent clients for M seconds.
+
+    python -m bench.serve.load                    # 16 clients, 20 s, batching on then off
+
+The server runs in its own process on a `small`-preset model (trained for a few steps on the
+reverse task, so the work is realistic in size, not in quality). Each client sends one
+segment of 8-16 symbols per request, greedy, and waits for the answer before the next.
+Records errors, p50/p99 latency and segments/s with dynamic batching on and off
+(bench/records/serve/serving-<date>.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.records import BENCH, host_line, write_record
+
+OUT = BENCH / "out" / "serve"
+
+
+def model_dir() -> Path:
+    run = OUT / "model"
+    if not (run / "checkpoints").exists():
+        from transduce.config import load_config
+        from transduce.train.trainer import Trainer
+
+        cfg = load_config(
+            "small",
+            [
+                "data.task=reverse",
+                "data.task_train_size=2000",
+                "train.steps=20",
+                "train.save_every=20",
+                "train.validate_every=20",
+                "data.task_eval_size=10",
+            ],
+        )
+        Trainer(cfg, run, show_progress=False).fit()
+    return run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    run: Path, port: int, batching: bool, threads: int, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`transduce serve` in its own process, once it answers /health; `env` can point it at
+    another source tree (PYTHONPATH) to compare versions."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "serve",
+        str(run),
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+    ]
+    if not batching:
+        cmd.append("--no-batching")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+async def client(url: str, seconds: float, seed: int, latencies: list[float], errors: list[str]) -> None:
+    rng = random.Random(seed)
+    end = time.monotonic() + seconds
+    async with httpx.AsyncClient(timeout=60) as http:
+        while time.monotonic() < end:
+            segment = " ".join(str(rng.randrange(10)) for _ in range(rng.randint(8, 16)))
+            begin = time.monotonic()
+            try:
+                r = await http.post(url, json={"segments": [segment], "beam": 1})
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code} {r.text[:80]}")
+                    continue
+            except httpx.HTTPError as exc:
+                errors.append(repr(exc))
+                continue
+            latencies.append(time.monotonic() - begin)
+
+
+def measure(run: Path, batching: bool, clients: int, seconds: float, threads: int) -> dict:
+    port = free_port()
+    proc = start_server(run, port, batching, threads)
+    try:
+        latencies: list[float] = []
+        errors: list[str] = []
+        url = f"http://127.0.0.1:{port}/translate"
+
+        async def everyone() -> None:
+            await asyncio.gather(*(client(url, seconds, i, latencies, errors) for i in range(clients)))
+
+        begin = time.monotonic()
+        asyncio.run(everyone())
+        wall = time.monotonic() - begin
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ordered = sorted(latencies)
+    return {
+        "batching": batching,
+        "requests": len(latencies),
+        "errors": len(errors),
+        "p50_ms": 1000 * statistics.median(ordered) if ordered else float("nan"),
+        "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))] if ordered else float("nan"),
+        "segments_per_s": len(latencies) / wall,
+    }
+
+
+def write_results(rows: list[dict], args: argparse.Namespace) -> None:
+    write_record(
+        "serve",
+        "serving",
+        title="Serving load test",
+        command=f"python -m bench.serve.load --clients {args.clients} --seconds {args.seconds} "
+        f"--threads {args.threads}",
+        host=host_line(args.threads),
+        setup=(
+            f"`transduce serve` with {args.threads} torch thread(s) on the `small` preset (d 256, 3+3 "
+            f"layers), greedy; {args.clients} closed-loop clients on loopback, one 8-16 symbol segment per "
+            "request."
+        ),
+        rows=[
+            {
+                "batching": r["batching"],
+                "requests": r["requests"],
+                "errors": r["errors"],
+                "p50_ms": round(r["p50_ms"]),
+                "p99_ms": round(r["p99_ms"]),
+                "segments_per_s": round(r["segments_per_s"], 1),
+            }
+            for r in rows
+        ],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    run = model_dir()
+    rows = [measure(run, batching, args.clients, args.seconds, args.threads) for batching in (True, False)]
+    for r in rows:
+        print(r)
+    write_results(rows, args)
+
+
+if __name__ == "__main__":
+    main()

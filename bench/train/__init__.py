@@ -1,0 +1,1 @@
+"""Training throughput on the CPU against a Hugging Face MarianMTModel."""

@@ -1,0 +1,121 @@
+"""Decoding options as a caller gives them: overlaid on a checkpoint's, validated once, and refused
+where the chosen decoding would silently ignore them.
+
+Messages name options through templates (`{beam}`), so that each caller names them its own way:
+the library by field (`beam`), the command line by option (`--beam`), the server by JSON field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+from torch import nn
+
+from ..config import ConfigError, DecodeConfig
+from .kinds import decoding_of
+from .static import static_unsupported
+
+SEARCH_ONLY = ("beam", "alpha")  # beam search's settings; sampling ignores them (nbest: see below)
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed", "num_samples")  # search ignores them
+
+Naming = Callable[[str], str]  # a field's name as the caller shows it
+
+
+class _Names(dict[str, str]):
+    def __init__(self, name: Naming) -> None:
+        super().__init__()
+        self.name = name
+
+    def __missing__(self, field: str) -> str:
+        return self.name(field)
+
+
+def _literal(text: str) -> str:
+    """`text` as a template that renders to itself."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class OptionsError(ConfigError):
+    """Decoding options that cannot be used. `problems` holds one (field at fault, or None when
+    several are, message template) pair per problem; `describe` renders them on one line."""
+
+    def __init__(self, problems: list[tuple[str | None, str]]) -> None:
+        self.problems = problems
+        super().__init__(self.describe())
+
+    def messages(self, name: Naming = str) -> list[tuple[str | None, str]]:
+        """Per problem, its field and its message with options named by `name`."""
+        return [(field, template.format_map(_Names(name))) for field, template in self.problems]
+
+    def describe(self, name: Naming = str) -> str:
+        return "; ".join(message for _, message in self.messages(name))
+
+
+def _problem(error: Any) -> tuple[str | None, str]:
+    key = str(error["loc"][0]) if error["loc"] else None
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if key is None:  # a model validator's message, its names already templates (see decode_options)
+        return None, message
+    field = DecodeConfig.model_fields.get(key)
+    allowed = f" ({field.description})" if field is not None and field.description else ""
+    return key, "{" + key + "}: " + _literal(message + allowed)
+
+
+def ignored(options: DecodeConfig, given: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """Problems for the `given` options that `options`' way of decoding would not use: search
+    settings with sampling, sampling settings without it. `nbest` 1 is allowed with sampling
+    (one output per input is what it gives by default)."""
+    if options.sample:
+        problems = [
+            (name, f"{{{name}}} applies to beam search, not to sampling ({{sample}}); leave it out")
+            for name in SEARCH_ONLY
+            if name in given
+        ]
+        if given.get("nbest", 1) != 1:
+            problems.append(
+                ("nbest", "{nbest} applies to beam search; for several samples per input give {num_samples}")
+            )
+        return problems
+    return [
+        (name, f"{{{name}}} applies only to sampling; give {{sample}} too, or leave it out")
+        for name in SAMPLING_ONLY
+        if name in given
+    ]
+
+
+def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
+    """`base` with the given (not None) settings overlaid, validated once: an OptionsError names
+    every problem, including a given option that the decoding chosen would ignore."""
+    given = {k: v for k, v in given.items() if v is not None}
+    try:
+        options = DecodeConfig.model_validate(
+            {**base.model_dump(), **given}, context={"name": lambda field: "{" + field + "}"}
+        )
+    except ValidationError as exc:
+        raise OptionsError([_problem(e) for e in exc.errors()]) from None
+    problems = ignored(options, given)
+    if problems:
+        raise OptionsError(problems)
+    return options
+
+
+def check_for_model(
+    model: nn.Module, options: DecodeConfig, use_greedy: bool = False, prefixed: bool = False
+) -> None:
+    """OptionsError for settings this model cannot decode with, so that they are refused before
+    any work is queued or done. `model`: a model of any kind, or an Ensemble; `prefixed`: forced
+    prefixes are given."""
+    if use_greedy and options.sample:
+        raise OptionsError([(None, "greedy search and sampling exclude each other; choose one")])
+    decoding = decoding_of(model)
+    refused = []
+    if options.sample and not decoding.samples:
+        refused.append(("sample", decoding.refusal("sampling")))
+    if prefixed and not decoding.prefixes:
+        refused.append(("prefixes", decoding.refusal("forced prefixes", "do")))
+    if options.static_cache and (why := static_unsupported(model)) is not None:
+        refused.append(("static_cache", f"{{static_cache}} needs a plain Transformer: {_literal(why)}"))
+    if refused:
+        raise OptionsError(refused)

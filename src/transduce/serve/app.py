@@ -1,0 +1,58 @@
+"""The application: one loaded model (or an ensemble), its batcher, and the routes around them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+
+from ..decode.pipeline import Loaded, decoding_model
+from ..decode.shortlist import Shortlist
+from ..store.load import LoadedModel
+from .limits import Limits
+from .middleware import BodyLimit, StrictJsonRoute, validation_error
+from .routes import Served, package_version, router
+from .scheduler import Batcher
+
+
+def create_app(
+    models: Loaded,
+    limits: Limits | None = None,
+    api_key: str | None = None,
+    shortlist: Shortlist | None = None,
+) -> FastAPI:
+    """The ASGI application serving one loaded model, or the ensemble of several (`shortlist`:
+    decode every batch with it)."""
+    limits = limits or Limits()
+    if api_key == "":
+        raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")
+    loaded, model = decoding_model(models)
+    if loaded.config.model.syntax_mask != "none":
+        raise ValueError("serving syntax-aware models (which need source trees) is not supported")
+    if shortlist is not None:
+        shortlist.projection(model)  # fits, or refuse to start
+    members = [models] if isinstance(models, LoadedModel) else list(models)
+    batcher = Batcher(model, limits, shortlist)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        worker = asyncio.create_task(batcher.run())
+        yield
+        worker.cancel()
+        batcher.stop()
+
+    # No /docs or /redoc: their pages load scripts from a CDN, so they break offline; /openapi.json stays.
+    app = FastAPI(
+        title="transduce", version=package_version(), lifespan=lifespan, docs_url=None, redoc_url=None
+    )
+    app.router.route_class = StrictJsonRoute
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    app.include_router(router)
+    app.state.served = Served(loaded, model, members, limits, batcher)
+    app.state.batcher = batcher
+    app.state.api_key = api_key
+    return app

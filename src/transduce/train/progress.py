@@ -1,0 +1,79 @@
+"""The training progress display, apart from the loop that feeds it: a bar with an ETA that counts
+whichever limit ends the run first (`train.steps`, or the training minutes of
+`train.max_minutes`), the latest training statistics, and validation lines. A console that is not
+a terminal (a log file) gets plain lines instead of the bar."""
+
+from __future__ import annotations
+
+import enum
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+
+class Limit(enum.Enum):
+    STEPS = "steps"
+    MINUTES = "minutes"
+
+
+def first_limit(step: int, steps: int, seconds: float, max_minutes: float | None) -> Limit:
+    """The limit that ends the run first at the pace so far: the training minutes when a larger
+    share of them than of the steps is spent."""
+    if max_minutes is None:
+        return Limit.STEPS
+    return Limit.MINUTES if seconds / (60 * max_minutes) > step / steps else Limit.STEPS
+
+
+class TrainingProgress:
+    """What the loop tells the user as it trains; silent unless `show`."""
+
+    def __init__(self, console: Console, show: bool, steps: int, max_minutes: float | None) -> None:
+        self.console, self.show = console, show
+        self.steps, self.max_minutes = steps, max_minutes
+        self.limit = Limit.STEPS
+        columns = (
+            TextColumn("[bold]train"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+        )
+        self.progress = Progress(*columns, console=console, disable=not show)
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> TrainingProgress:
+        self.progress.__enter__()
+        self.task = self.progress.add_task("train", total=self.steps, count="", stats="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def advance(self, step: int, seconds: float) -> None:
+        """After an update: `step` updates and `seconds` of training time so far (across resumes).
+        The bar starts again (its ETA too) when the other limit turns out to come first."""
+        assert self.task is not None
+        limit = first_limit(step, self.steps, seconds, self.max_minutes)
+        total, done = (self.steps, step) if limit is Limit.STEPS else (self.max_minutes, seconds / 60)
+        if limit is not self.limit:
+            self.limit = limit
+            self.progress.reset(self.task, total=total, completed=done)
+        self.progress.update(self.task, total=total, completed=done, count=self.count(step, seconds))
+
+    def count(self, step: int, seconds: float) -> str:
+        """How far the run is towards the limit the bar counts."""
+        if self.limit is Limit.STEPS:
+            return f"{step}/{self.steps}"
+        return f"step {step}, {seconds / 60:.3g}/{self.max_minutes:g} min"
+
+    def stats(self, step: int, seconds: float, shown: str) -> None:
+        """The latest training statistics (each `train.log_every` steps)."""
+        assert self.task is not None
+        self.progress.update(self.task, stats=shown)
+        if self.show and not self.console.is_terminal:  # a log file gets plain lines
+            where = f"step {step}/{self.steps}" if self.limit is Limit.STEPS else self.count(step, seconds)
+            self.console.print(f"{where}: {shown}", highlight=False)
+
+    def print(self, line: str) -> None:
+        """A line above the bar (a validation's scores)."""
+        self.progress.console.print(line)

@@ -1,0 +1,138 @@
+"""The Python API (`import transduce`): the documented example runs as written, translate and score
+agree with an independent computation, `import transduce` loads no torch, and bad options are
+clear errors."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_layers import LAYERS, PACKAGE, imports_of
+from tiny_models import DIGITS, next_log_probs, saved_checkpoint, sequence_log_probs
+
+import transduce
+from transduce.data.vocab import BOS, EOS, PAD
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+LINES = ["1 2 3", "", "4 5", "6 7 8 9 1"]
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def code_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+def test_the_documented_example_runs_as_written(tmp_path, monkeypatch):
+    blocks = code_blocks(DOC.read_text(encoding="utf-8"))
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(DOC), "exec"), namespace)
+    assert (tmp_path / "runs" / "copy" / "best.json").exists()
+    assert 0.0 <= namespace["metrics"]["dev_char_acc"] <= 1.0
+    outputs, found, samples = namespace["outputs"], namespace["found"], namespace["samples"]
+    assert len(outputs) == 3 and all(isinstance(o, str) for o in outputs) and outputs[1] == ""
+    assert len(found[0]) == 2 and found[0][0].score >= found[0][1].score
+    assert outputs[0] == found[0][0].text  # the best of the n-best is what translate gives
+    assert len(samples[0]) == 3
+    (scored,) = namespace["scores"]
+    assert scored.log_prob == pytest.approx(sum(scored.tokens), abs=1e-4) and scored.log_prob < 0
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("api") / "ckpt"
+    saved_checkpoint(path, DIGITS, 3)
+    return path
+
+
+def argmax_loop(model, vocab, line: str, a: float, b: int) -> str:
+    """Greedy decoding by hand: one uncached decoder pass per step, no batching; PAD and BOS are
+    never generated, and an output holds at most a * |source| + b tokens (EOS not counted)."""
+    if not line:
+        return ""
+    source = vocab.encode(line)
+    out: list[int] = []
+    while len(out) < max(1, int(a * len(source) + b)):
+        logp = next_log_probs(model, [*source, EOS], out)
+        logp[PAD] = logp[BOS] = -math.inf
+        token = int(logp.argmax())
+        if token == EOS:
+            break
+        out.append(token)
+    return vocab.decode(out)
+
+
+def test_translate_greedy_equals_a_step_by_step_argmax(checkpoint):
+    from transduce.store.load import load_model
+
+    plain = load_model(checkpoint)  # unpacked weights, for the reference
+    a, b = plain.config.decode.max_len_a, plain.config.decode.max_len_b
+    expected = [argmax_loop(plain.model, plain.src_vocab, line, a, b) for line in LINES]
+    assert any(expected)
+    assert transduce.translate(transduce.load(checkpoint), LINES, greedy=True) == expected
+
+
+def test_score_equals_the_models_log_probabilities(checkpoint):
+    from transduce.store.load import load_model
+
+    plain = load_model(checkpoint)
+    targets = ["3 2 1", "4", "5 5", "9"]
+    scores = transduce.score(transduce.load(checkpoint), LINES, targets, per_token=True)
+    for source, target, got in zip(LINES, targets, scores, strict=True):
+        seq = [*plain.tgt_vocab.encode(target), EOS]
+        expected = sequence_log_probs(plain.model, [*plain.src_vocab.encode(source), EOS], seq)
+        assert got.tokens == pytest.approx(expected, abs=1e-4)
+        assert got.log_prob == pytest.approx(sum(expected), abs=1e-4)
+
+
+def test_an_option_overrides_the_checkpoints_setting_for_that_call(checkpoint):
+    model = transduce.load(checkpoint)
+    assert model.config.decode.beam == 3
+    found = transduce.hypotheses(model, ["1 2 3"], beam=5, nbest=5)
+    assert len(found[0]) == 5  # beam 5 holds 5 hypotheses where the checkpoint's beam 3 holds 3
+    assert len(transduce.hypotheses(model, ["1 2 3"], nbest=3)[0]) == 3
+
+
+def test_unknown_or_bad_options_are_clear_errors(checkpoint):
+    from transduce.config import ConfigError
+
+    model = transduce.load(checkpoint)
+    with pytest.raises(TypeError, match="unknown decoding option bem; allowed: beam"):
+        transduce.translate(model, LINES, bem=4)
+    with pytest.raises(ConfigError, match="beam"):
+        transduce.translate(model, LINES, beam=0)
+    with pytest.raises(ValueError, match="go with init_from"):
+        transduce.fit("small", "runs/never", keep_step=True)
+
+
+def test_import_transduce_loads_no_torch():
+    code = "import sys, transduce; print('torch' in sys.modules, sorted(transduce.__all__))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[0] == "False"
+
+
+def test_the_api_sits_above_what_it_calls():
+    """The layer checker reads the package's own __init__ (the API) and places it on top."""
+    found = imports_of(PACKAGE / "__init__.py")
+    assert {"decode.pipeline", "store.load", "train.trainer", "train.build"} <= found
+    assert all(LAYERS[name.split(".")[0]] < LAYERS["__init__"] for name in found)
+
+
+def test_no_subpackage_shadows_an_api_function():
+    """Importing a subpackage sets it as an attribute of `transduce`: an API function named like one
+    (`train`) would be replaced by the module once anything imported it."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(transduce.__path__):
+        if module.name != "__main__":  # that one runs the command line
+            importlib.import_module(f"transduce.{module.name}")
+    for name in transduce.__all__:
+        assert getattr(transduce, name).__module__ == "transduce", name
