@@ -303,6 +303,53 @@ def cpu_training(records: Path) -> Lines:
     ]
 
 
+PREPARE_COLUMNS = {
+    "pairs": "pairs",
+    "workers": "workers",
+    "pairs_per_s": "pairs/s",
+    "encoding_pairs_per_s": "encoding pairs/s",
+    "encoding_vs_floor": "encoding vs sentencepiece",
+    "peak_mb_all_processes": "peak MB, all processes",
+    "peak_mb_largest_process": "peak MB, largest",
+}
+THOUSANDS = {"pairs": "{:,}".format}
+STARTUP_COLUMNS = {
+    "pairs": "pairs",
+    "arrays_gb": "arrays GB",
+    "startup_s": "start-up s",
+    "startup_max_rss_mb": "start-up peak MB",
+    "first_epoch_batches_s": "first epoch's batches s",
+    "first_epoch_batches_anon_mb": "MB after them (anonymous)",
+}
+
+
+def data_at_scale(records: Path) -> Lines:
+    """prepare's memory and speed by corpus size and workers; training start-up on large data."""
+    prepare, startup = newest(records, "data", "prepare-scale"), newest(records, "train", "train-startup")
+    compared = "; ".join(
+        f"{c['pairs']:,} pairs: 2 workers gave {ratio(c['speedup_2_workers'])} the pairs/s of one (encoding "
+        f"{ratio(c['speedup_2_workers_encoding'])}), "
+        + ("the same dataset" if c["same_output"] else "a different dataset")
+        for c in prepare["compared"]
+    )
+    return [
+        "## Data at scale",
+        "",
+        "`transduce prepare` on synthetic corpora (about 50 bytes a side): checking, learning the "
+        "vocabulary from a sample and encoding, in streamed chunks; its encoding phase beside "
+        f"sentencepiece's encoder alone on the same cores. {compared}.",
+        "",
+        *markdown_table(prepare["rows"], PREPARE_COLUMNS, THOUSANDS),
+        *provenance(prepare, "data"),
+        "",
+        "`train` on large synthetic datasets (memory-mapped): time and peak memory until the first batch, "
+        "and what the sampler's first epoch of batches costs on its own:",
+        "",
+        *markdown_table(startup["rows"], STARTUP_COLUMNS, THOUSANDS),
+        *provenance(startup, "data"),
+    ]
+
+
 def gpu(records: Path) -> Lines:
     """The newest device session: training at its largest batch, decoding, a real run."""
     record = newest(records, "gpu", "gpu-session")
@@ -490,6 +537,7 @@ SECTIONS: list[Callable[[Path], Lines]] = [
     end_to_end,
     quantize,
     cpu_training,
+    data_at_scale,
     gpu,
     scaling,
     algorithmic,
@@ -509,7 +557,8 @@ def render(records: Path = RECORDS) -> str:
         "The newest number for each claim, with the command that reproduces it, its host and its date. "
         "Ratios compare engines measured in one run on one machine; CPU hosts are 2-core x86_64 machines. "
         "The notes behind the numbers, what was tried and what it superseded: [MT](results/mt.md), "
-        "[decoding](results/decoding.md), [training](results/training.md), [GPU](results/gpu.md), "
+        "[decoding](results/decoding.md), [training](results/training.md), [data](results/data.md), "
+        "[GPU](results/gpu.md), "
         "[attention](results/attention.md), [algorithmic tasks](results/algorithmic.md), "
         "[serving](results/serving.md).",
     ]

@@ -1,8 +1,8 @@
 """Training start-up on large prepared datasets (issue 50): time to the end of a one-step `train`
 and peak memory, with the stages that depend on the dataset's size timed on their own.
 
-    python bench/train_startup.py --pairs 5000000 50000000   # the issue's sizes (50M: ~11 GB of arrays)
-    python bench/train_startup.py --pairs 100000             # a quick check
+    python -m bench.train.startup                       # the issue's sizes, 5M and 50M (~11 GB of arrays)
+    python -m bench.train.startup --sizes 100000        # a quick check
 
 Datasets are synthetic and written straight as arrays, without text or `prepare` (lengths 3..49
 pieces, ids uniform over an 8000-symbol vocabulary), chunk by chunk as `prepare` writes them;
@@ -13,8 +13,8 @@ resident memory after each (anonymous, and file-backed: pages of the memory-mapp
 `Dataset()` (maps the arrays, checks ids and offsets), the padded lengths, and the sampler's
 first epoch of batches (the trainer's own index structures); `fit` runs `Trainer.fit()` for one
 step of a tiny model, its start-up being the time and peak memory until it draws its first
-batch. Batches hold 4096 tokens (the `small` preset's). One JSON record per invocation goes to
-bench/records/prepare/.
+batch. Batches hold 4096 tokens (the `small` preset's). Writes
+bench/records/train/train-startup-<date>.json.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -31,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "out" / "train-startup"
-RECORDS = HERE / "records" / "prepare"
+from bench.records import OUT, ROOT, host_line, write_record
+
+STARTUP = OUT / "train-startup"
 VOCAB = 8000
 BLOCK = 1_000_000
 
@@ -64,7 +63,7 @@ def synthetic_dataset(folder: Path, pairs: int, seed: int = 0) -> None:
 
 
 def dataset(pairs: int) -> Path:
-    folder = OUT / f"data-{pairs}"
+    folder = STARTUP / f"data-{pairs}"
     if not (folder / "meta.json").exists():
         began = time.perf_counter()
         tmp = folder.with_name(folder.name + ".tmp")
@@ -147,7 +146,7 @@ print(json.dumps({**first, "seconds": time.perf_counter() - began,
 def child(code: str, *args: str) -> dict:
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
@@ -157,14 +156,26 @@ def child(code: str, *args: str) -> dict:
 
 
 def measure(pairs: int) -> dict:
+    """The stages and the one-step run on the dataset of `pairs` pairs: a row of the record."""
     folder = dataset(pairs)
-    run = OUT / f"run-{pairs}"
+    run = STARTUP / f"run-{pairs}"
     shutil.rmtree(run, ignore_errors=True)
+    stages = child(CHILD_STAGES, str(folder))
+    fit = child(CHILD_FIT, str(folder), str(run), json.dumps(MODEL))
     row = {
         "pairs": pairs,
-        "arrays_gb": sum(p.stat().st_size for p in folder.glob("*.npy")) / 2**30,
-        "stages": child(CHILD_STAGES, str(folder)),
-        "fit_one_step": child(CHILD_FIT, str(folder), str(run), json.dumps(MODEL)),
+        "arrays_gb": round(sum(p.stat().st_size for p in folder.glob("*.npy")) / 2**30, 2),
+        "batches": stages["batches"],
+        **{
+            f"{stage}_{key}": round(stages[stage][field], 2)
+            for stage in ("dataset", "lengths", "first_epoch_batches")
+            for key, field in (("s", "seconds"), ("anon_mb", "RssAnon"), ("file_mb", "RssFile"))
+        },
+        "stages_max_rss_mb": round(stages["max_rss_mb"]),
+        "startup_s": round(fit["startup_s"], 2),
+        "startup_max_rss_mb": round(fit["startup_max_rss_mb"]),
+        "fit_one_step_s": round(fit["seconds"], 2),
+        "fit_max_rss_mb": round(fit["max_rss_mb"]),
     }
     print(json.dumps(row), flush=True)
     return row
@@ -174,24 +185,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pairs", type=int, nargs="+", default=[5_000_000, 50_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5_000_000, 50_000_000])
     args = parser.parse_args()
-    record = {
-        "bench": "train_startup",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "host": {
-            "machine": platform.machine(),
-            "cores_available": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(),
-            "load_average_at_start": os.getloadavg(),
-        },
-        "model": MODEL,
-        "sizes": [measure(n) for n in args.pairs],
-    }
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    name = f"train_startup-{'-'.join(str(n) for n in args.pairs)}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    (RECORDS / name).write_text(json.dumps(record, indent=2) + "\n")
-    print(f"record: {RECORDS / name}")
+    load = os.getloadavg()
+    write_record(
+        "train",
+        "train-startup",
+        title="Training start-up on large datasets",
+        command=f"python -m bench.train.startup --sizes {' '.join(map(str, args.sizes))}",
+        host=f"{host_line()}, load average {load[0]:.1f} at the start",
+        setup="Synthetic datasets (lengths 3..49, ids uniform over 8000), memory-mapped; stages timed "
+        "in one child (Dataset(), padded lengths, the first epoch's batches of 4096 tokens), "
+        "Trainer.fit() for one step of a tiny model in another, start-up ending at its first batch.",
+        rows=[measure(n) for n in args.sizes],
+        model=MODEL,
+    )
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 against sentencepiece's own encoder run in a loop on the same cores (the floor: no checking, no
 writing, nothing but encoding).
 
-    python bench/prepare_scale.py                                # 0.5M, 5M and 20M pairs
-    python bench/prepare_scale.py --pairs 50000 --workers 1 2    # a quick check
+    python -m bench.data.prepare_scale                                 # 0.5M, 5M and 20M pairs
+    python -m bench.data.prepare_scale --sizes 50000 --workers 1 2     # a quick check (~1 min)
 
 Corpora are synthetic and deterministic (`synthetic_corpus`: Zipf-distributed pseudo-words, a
 word-for-word "translation" into another pseudo-language, 1-13 words a line, about 50 bytes a
@@ -14,8 +14,8 @@ Python 3.11 and has no wheel), so the floor is sentencepiece alone.
 Each run is a child process; its peak memory is measured two ways: the largest single
 process (getrusage, exact) and the sum over the process and its workers (sampled from /proc
 every 0.1 s). Wall times are what the targets are about; CPU seconds (all processes) are
-recorded too, as they say more than wall times on a machine that others share. One JSON record
-per invocation goes to bench/records/prepare/.
+recorded too, as they say more than wall times on a machine that others share. Writes
+bench/records/data/prepare-scale-<date>.json.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -34,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "out" / "prepare-scale"
-RECORDS = HERE / "records" / "prepare"
+from bench.records import OUT, ROOT, host_line, write_record
+
+SCALE = OUT / "prepare-scale"
 WORDS = 30_000
 _CONSONANTS = [
     "b",
@@ -109,7 +107,7 @@ def synthetic_corpus(folder: Path, pairs: int, seed: int = 0, block: int = 200_0
 
 
 def corpus(pairs: int) -> Path:
-    folder = OUT / f"corpus-{pairs}"
+    folder = SCALE / f"corpus-{pairs}"
     if not (folder / "test.de").exists():
         began = time.perf_counter()
         synthetic_corpus(folder.with_name(folder.name + ".tmp"), pairs)
@@ -188,7 +186,7 @@ def run_child(code: str, *args: str) -> dict:
     """Run a Python child, sampling its process tree's memory; its last stdout line is JSON."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True, env=env)
     peak = 0.0
@@ -210,70 +208,80 @@ def arrays_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def measure(pairs: int, workers: list[int], vocab: int) -> dict:
+def measure(pairs: int, workers: int, vocab: int) -> dict:
+    """One run of prepare on the corpus of `pairs` pairs with `workers` processes, and the floor
+    on the same cores: a row of the record."""
     folder = corpus(pairs)
-    row: dict = {
+    out = SCALE / f"data-{pairs}-w{workers}"
+    shutil.rmtree(out, ignore_errors=True)  # an up-to-date dataset would be a no-op
+    run = run_child(CHILD_PREPARE, str(folder), str(out), str(workers), str(vocab))
+    floor = run_child(
+        CHILD_FLOOR, str(folder / "train.en"), str(folder / "train.de"), str(out / "src.spm"), str(workers)
+    )
+    phases, kept = run["phases_s"], run["train_pairs"]
+    floor_rate = pairs / floor["encode_s"]
+    row = {
         "pairs": pairs,
-        "corpus_mb": sum(f.stat().st_size for f in folder.iterdir()) / 2**20,
-        "runs": {},
+        "workers": workers,
+        "corpus_mb": round(sum(f.stat().st_size for f in folder.iterdir()) / 2**20, 1),
+        "train_pairs": kept,
+        "wall_s": round(run["wall_s"], 2),
+        "cpu_s": round(run["cpu_s"], 2),
+        **{f"{phase}_s": round(t, 2) for phase, t in phases.items()},
+        "pairs_per_s": round(kept / run["wall_s"]),
+        "encoding_pairs_per_s": round(kept / phases["encoding"]),
+        "peak_mb_all_processes": round(run["peak_rss_all_processes_mb"]),
+        "peak_mb_largest_process": round(max(run["max_rss_self_mb"], run["max_rss_workers_mb"])),
+        "floor_pairs_per_s": round(floor_rate),
+        "floor_cpu_s": round(floor["encode_cpu_s"], 2),
+        "encoding_vs_floor": round(kept / phases["encoding"] / floor_rate, 3),
+        "digest": arrays_digest(out),
     }
-    for k in workers:
-        out = OUT / f"data-{pairs}-w{k}"
-        shutil.rmtree(out, ignore_errors=True)  # an up-to-date dataset would be a no-op
-        result = run_child(CHILD_PREPARE, str(folder), str(out), str(k), str(vocab))
-        result["pairs_per_s"] = result["train_pairs"] / result["wall_s"]
-        result["pairs_per_s_encoding"] = result["train_pairs"] / result["phases_s"]["encoding"]
-        result["digest"] = arrays_digest(out)
-        floor = run_child(
-            CHILD_FLOOR, str(folder / "train.en"), str(folder / "train.de"), str(out / "src.spm"), str(k)
-        )
-        floor["pairs_per_s"] = pairs / floor["encode_s"]
-        result["floor_sentencepiece"] = floor
-        result["encoding_vs_floor"] = result["pairs_per_s_encoding"] / floor["pairs_per_s"]
-        result["total_vs_floor"] = result["pairs_per_s"] / floor["pairs_per_s"]
-        row["runs"][str(k)] = result
-        print(f"{pairs} pairs, {k} worker(s): {json.dumps(result)}", flush=True)
-    if "1" in row["runs"] and "2" in row["runs"]:
-        one, two = row["runs"]["1"], row["runs"]["2"]
-        row["same_output_1_and_2_workers"] = one["digest"] == two["digest"]
-        row["speedup_2_workers"] = one["wall_s"] / two["wall_s"]
-        row["speedup_2_workers_encoding"] = one["phases_s"]["encoding"] / two["phases_s"]["encoding"]
+    print(json.dumps(row), flush=True)
     return row
+
+
+def compared(rows: list[dict]) -> list[dict]:
+    """Per corpus size: whether 1 and 2 workers wrote the same dataset, and the speed-up."""
+    out = []
+    for pairs in dict.fromkeys(r["pairs"] for r in rows):
+        runs = {r["workers"]: r for r in rows if r["pairs"] == pairs}
+        if 1 in runs and 2 in runs:
+            one, two = runs[1], runs[2]
+            out.append(
+                {
+                    "pairs": pairs,
+                    "same_output": one["digest"] == two["digest"],
+                    "speedup_2_workers": round(one["wall_s"] / two["wall_s"], 2),
+                    "speedup_2_workers_encoding": round(one["encoding_s"] / two["encoding_s"], 2),
+                }
+            )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pairs", type=int, nargs="+", default=[500_000, 5_000_000, 20_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500_000, 5_000_000, 20_000_000])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--vocab-size", type=int, default=8000)
     args = parser.parse_args()
-    record = {
-        "bench": "prepare_scale",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "host": {
-            "machine": platform.machine(),
-            "cpu": _cpu_model(),
-            "cores_available": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(),
-            "load_average_at_start": os.getloadavg(),
-        },
-        "vocab_size": args.vocab_size,
-        "sizes": [measure(n, args.workers, args.vocab_size) for n in args.pairs],
-        "bench_max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    name = f"prepare_scale-{'-'.join(str(n) for n in args.pairs)}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    (RECORDS / name).write_text(json.dumps(record, indent=2) + "\n")
-    print(f"record: {RECORDS / name}")
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+    load = os.getloadavg()
+    rows = [measure(n, k, args.vocab_size) for n in args.sizes for k in args.workers]
+    write_record(
+        "data",
+        "prepare-scale",
+        title="prepare at scale",
+        command=f"python -m bench.data.prepare_scale --sizes {' '.join(map(str, args.sizes))} "
+        f"--workers {' '.join(map(str, args.workers))} --vocab-size {args.vocab_size}",
+        host=f"{host_line()}, load average {load[0]:.1f} at the start",
+        setup=f"transduce prepare (--vocab-size {args.vocab_size}) on synthetic corpora, each run a "
+        "child process; peak memory summed over its processes (sampled) and of the largest one "
+        "(getrusage); the floor is sentencepiece's encoder alone over the same training files.",
+        rows=rows,
+        compared=compared(rows),
+    )
 
 
 if __name__ == "__main__":
