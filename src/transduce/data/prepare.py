@@ -9,6 +9,7 @@ corpus; chunks are processed by `workers` processes, and the output is the same 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -307,6 +308,23 @@ def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pair
     }
 
 
+@contextlib.contextmanager
+def _progress(show: bool) -> Iterator[Progress]:
+    """The progress display, its lines kept when `prepare` succeeds; an error (or any exception)
+    clears it, so the command's `error:` line is all that is left, not a half-done "checking"."""
+    progress = Progress(disable=not show, transient=False)
+    progress.start()
+    try:
+        yield progress
+    except BaseException:
+        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
+        # prints a blank line to a file or pipe
+        progress.live.transient = True
+        progress.live.stop()
+        raise
+    progress.stop()
+
+
 def prepare_text(
     data_dir: Path,
     out: Path,
@@ -334,7 +352,7 @@ def prepare_text(
     inputs = _inputs(data_dir, files, force)
     check_output_dir(out, "prepare", inputs, force)
     report: dict = {"up_to_date": False, "out": str(out), "splits": {}, "seconds": {}}
-    with Progress(disable=not show_progress, transient=False) as progress:
+    with _progress(show_progress) as progress:
         run = _Run(opts, workers or available_cores(), chunk_lines, progress)
         for s in splits.values():
             if s.tree_file is not None and fmt.trees is not None:
