@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -198,6 +198,15 @@ class _Run:
     progress: Progress
     trees: dict[str, list[WordTree]] = field(default_factory=dict)  # per split, when given
 
+    def read_trees(self, splits: Iterable[SplitFiles]) -> None:
+        """The syntax trees of every split that has them (`--source-trees`), read whole: chunks
+        take the trees of their lines from them."""
+        fmt = self.opts.source
+        for s in splits:
+            if s.tree_file is not None and fmt.trees is not None:
+                self.trees[s.name] = read_word_trees(s.tree_file, fmt.trees)
+                s.tree_count = len(self.trees[s.name])
+
     def chunks(self, files: SplitFiles, sample: BottomK | None = None) -> Iterator[ChunkJob]:
         """The split's chunks as jobs, each with its trees and the sample's threshold then."""
         trees = self.trees.get(files.name)
@@ -325,6 +334,43 @@ def _progress(show: bool) -> Iterator[Progress]:
     progress.stop()
 
 
+def _input_files(
+    data_dir: Path, opts: PrepareOptions
+) -> tuple[dict[str, SplitFiles], list[Path], ReusedVocabs | None]:
+    """The splits' files, each checked to be there and readable, and the vocabularies reused with
+    --vocab-from: every file the content hash covers."""
+    splits = _split_files(data_dir, opts)
+    files = [f for s in splits.values() for f in (s.src, s.tgt)]
+    files += [s.tree_file for s in splits.values() if s.tree_file is not None]
+    for f in files:
+        require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
+    reused = _reused_vocabs(Path(opts.vocab_from), opts.source) if opts.vocab_from is not None else None
+    return splits, files + (reused.files if reused is not None else []), reused
+
+
+def _write_splits(
+    run: _Run, out: Path, splits: dict[str, SplitFiles], scans: dict[str, _Scan], vocabs: _Vocabs, digest: str
+) -> dict:
+    """Pass two over every split into `out`, then the vocabularies and meta.json; the report of
+    each split (pairs kept, skipped and why)."""
+    reports = {n: _encode_split(run, out, s, vocabs, scans[n].stats.pairs) for n, s in splits.items()}
+    if vocabs.sampled is not None:
+        reports["train"]["vocab_sample"] = vocabs.sampled
+    fmt = run.opts.source
+    meta = {
+        "hash": digest,
+        "data_kind": "text",
+        "options": run.opts.recorded(),
+        "source": fmt,
+        "factors": fmt.factors,
+        "report": reports,
+    }
+    extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(vocabs.tags)}
+    sizes = {name: r["pairs"] for name, r in reports.items()}
+    finish_dataset(out, sizes, vocabs.src, None if vocabs.shared else vocabs.tgt, meta, extra_vocabs)
+    return reports
+
+
 def prepare_text(
     data_dir: Path,
     out: Path,
@@ -337,15 +383,7 @@ def prepare_text(
     """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`
     (each plain or compressed); `out` is replaced only if `prepare` wrote it before (or `force`).
     `workers` processes (default: the cores available) share the work; the output is the same."""
-    fmt = opts.source
-    splits = _split_files(data_dir, opts)
-    files = [f for s in splits.values() for f in (s.src, s.tgt)]
-    files += [s.tree_file for s in splits.values() if s.tree_file is not None]
-    for f in files:
-        require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
-    reused = _reused_vocabs(Path(opts.vocab_from), fmt) if opts.vocab_from is not None else None
-    if reused is not None:
-        files += reused.files
+    splits, files, reused = _input_files(data_dir, opts)
     digest = content_hash(files, opts.recorded())
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
@@ -354,10 +392,7 @@ def prepare_text(
     report: dict = {"up_to_date": False, "out": str(out), "splits": {}, "seconds": {}}
     with _progress(show_progress) as progress:
         run = _Run(opts, workers or available_cores(), chunk_lines, progress)
-        for s in splits.values():
-            if s.tree_file is not None and fmt.trees is not None:
-                run.trees[s.name] = read_word_trees(s.tree_file, fmt.trees)
-                s.tree_count = len(run.trees[s.name])
+        run.read_trees(splits.values())
         clock = time.perf_counter()
         sample = BottomK(opts.vocab_sample) if reused is None else None
         scans = {n: _scan(run, s, sample if n == "train" else None) for n, s in splits.items()}
@@ -367,21 +402,7 @@ def prepare_text(
         vocabs = _vocabularies(run, scans, reused or sample)
         report["seconds"]["vocabulary"], clock = time.perf_counter() - clock, time.perf_counter()
         with atomic_directory(out, "prepare", inputs, force) as tmp:
-            for name, s in splits.items():
-                report["splits"][name] = _encode_split(run, tmp, s, vocabs, scans[name].stats.pairs)
-            if vocabs.sampled is not None:
-                report["splits"]["train"]["vocab_sample"] = vocabs.sampled
-            meta = {
-                "hash": digest,
-                "data_kind": "text",
-                "options": opts.recorded(),
-                "source": fmt,
-                "factors": fmt.factors,
-                "report": report["splits"],
-            }
-            extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(vocabs.tags)}
-            sizes = {name: r["pairs"] for name, r in report["splits"].items()}
-            finish_dataset(tmp, sizes, vocabs.src, None if vocabs.shared else vocabs.tgt, meta, extra_vocabs)
+            report["splits"] = _write_splits(run, tmp, splits, scans, vocabs, digest)
         report["seconds"]["encoding"] = time.perf_counter() - clock
     return report
 
