@@ -1,16 +1,22 @@
 """The reference pages keep up with the code: every key of the typed config is a row of
-docs/configuration.md with its default."""
+docs/configuration.md with its default, and the command-line page that the site's hook generates
+lists every option of every command."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
+from typer.main import get_command
+
+from transduce.cli import app
 from transduce.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
+HOOK = ROOT / "docs" / "hooks" / "cli_reference.py"
 
 
 def documented_rows(section: str) -> dict[str, str]:
@@ -75,3 +81,41 @@ def test_the_row_parser_sees_a_missing_key_and_a_wrong_default():
     assert rows["beam"] == "4" and rows["alpha"] == "0.6" and rows["seed"] == "none"
     assert not shows("5", 4) and not shows("`pre`", "post") and not shows("none", 0)
     assert "static_cache" in rows and "static_cache" in SECTIONS["decode"].model_fields
+
+
+def load_hook() -> Any:
+    spec = importlib.util.spec_from_file_location("cli_reference", HOOK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def commands(group: Any, words: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """(the words that name it, the command) for every command under `group` (typer's click
+    objects), and under its groups."""
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for name, command in group.commands.items():
+        found.append(((*words, name), command))
+        if hasattr(command, "commands"):  # a group: typer's own copy of click.Group
+            found += commands(command, (*words, name))
+    return found
+
+
+def test_the_generated_cli_page_lists_every_option_of_every_command():
+    page = load_hook().markdown()
+    sections = re.split(r"^#+ `(transduce[^`]*)`$", page, flags=re.M)
+    by_command = dict(zip(sections[1::2], sections[2::2], strict=True))
+    top = get_command(app)
+    every = commands(top)
+    for param in top.params:  # the app's own options (--version), above the first command
+        assert all(name in sections[0] for name in param.opts), param.opts
+    assert {"transduce " + " ".join(words) for words, _ in every} == set(by_command)
+    for words, command in every:
+        text = by_command["transduce " + " ".join(words)]
+        for param in command.params:
+            if param.param_type_name == "option":
+                for name in param.opts:
+                    assert re.search(rf"`[^`]*{re.escape(name)}\b", text), (words, name)
+            else:
+                assert f"`{param.name}" in text, (words, param.name)
