@@ -600,7 +600,7 @@ def help_of(*words: str) -> str:
 
 def test_help_lists_every_option_of_every_command():
     for path, command in every_command():
-        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         for param in command.params:
             for name in param.opts if param.param_type_name == "option" else []:

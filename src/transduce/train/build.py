@@ -42,6 +42,14 @@ class Distributed:
         if self.world > 1:
             dist.barrier()
 
+    def lost_peer(self, exc: BaseException) -> bool:
+        """Whether `exc` is the process group failing (another process died, or its machine, or
+        the network between them): gloo raises a RuntimeError naming its transport, NCCL and the
+        rendezvous store raise torch.distributed's own errors."""
+        if self.world == 1:
+            return False
+        return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc))
+
 
 def setup_distributed() -> Distributed:
     """Join the process group torchrun describes (gloo on CPU, NCCL on GPUs)."""
