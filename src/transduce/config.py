@@ -494,11 +494,21 @@ def _explain(err: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(problems)
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], extra: dict[str, Any], path: str = "") -> dict[str, Any]:
+    """`extra`'s keys over `base`'s, section by section; a section replaced by a value or a value
+    given keys is an error (it would otherwise hide the bad value from validation)."""
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        name, old = f"{path}{key}", out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = _merge(old, value, f"{name}.")
+        elif isinstance(value, dict) and old is not None:
+            raise ConfigError(f"{name} is a value ({reprlib.repr(old)}), not a section: it has no keys")
+        elif isinstance(old, dict) and value is not None:
+            raise ConfigError(
+                f"{name} is a section: set its keys ({name}.{next(iter(old), 'key')}=...), "
+                f"not {reprlib.repr(value)}"
+            )
         else:
             out[key] = value
     return out

@@ -96,6 +96,11 @@ def run_directory(
         )
     if holds_checkpoints and not resume:
         raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
+    if not holds_checkpoints and (run / "best.json").exists():  # a run writes it with a checkpoint
+        raise OutputError(
+            f"{run / 'best.json'} exists but {run} holds no checkpoints, so it is not this run's and "
+            "training would replace it; move it away or give another --run-dir"
+        )
     return run
 
 
