@@ -147,3 +147,28 @@ def test_the_headline_is_the_best_setting_of_each_model_at_400(tmp_path):
 def test_the_committed_headline_is_what_the_records_give(tmp_path):
     committed = json.loads((ROOT / "bench/records/algorithmic/headline.json").read_text())
     assert headline.headline(ROOT / "bench/records/algorithmic") == committed
+
+
+def test_the_recipe_search_reports_the_updates_to_the_target():
+    from bench.algorithmic.recipe import first_passing, setting_argv, summary
+
+    curve = [{"updates": u, "dev_seq": s} for u, s in ((250, 0.5), (500, 0.91), (750, 0.85), (1000, 0.95))]
+    assert first_passing(curve, 0.9) == 500 and first_passing(curve, 0.99) is None
+    assert setting_argv("lr=2,warmup=100,act_steps=4") == [
+        "--lr-scale",
+        "2",
+        "--warmup",
+        "100",
+        "--ut-steps",
+        "4",
+    ]
+    runs = [
+        {"curve": curve, "dev_seq": 0.95, "cpu_minutes": 3.0},
+        {"curve": curve[:2], "dev_seq": 0.91, "cpu_minutes": 1.0},
+    ]
+    row = summary("lr=2", runs, 0.9)
+    assert row["updates_to_target"] == [500, 500] and row["mean_updates_to_target"] == 500
+    assert row["final_dev_seq"] == pytest.approx(0.93) and row["best_dev_seq"] == pytest.approx(0.93)
+    for bad in ("lr=x", "speed=2", "lr"):
+        with pytest.raises(ValueError, match="setting"):
+            setting_argv(bad)
