@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.algorithmic.tasks import PAPER, TASKS
+from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
 from bench.mt import compare
 from bench.records import RECORDS, ROOT, markdown_table
 
@@ -303,50 +303,49 @@ def cpu_training(records: Path) -> Lines:
     ]
 
 
-PREPARE_COLUMNS = {
-    "pairs": "pairs",
-    "workers": "workers",
-    "pairs_per_s": "pairs/s",
-    "encoding_pairs_per_s": "encoding pairs/s",
-    "encoding_vs_floor": "encoding vs sentencepiece",
-    "peak_mb_all_processes": "peak MB, all processes",
-    "peak_mb_largest_process": "peak MB, largest",
-}
-THOUSANDS = {"pairs": "{:,}".format}
-STARTUP_COLUMNS = {
-    "pairs": "pairs",
-    "arrays_gb": "arrays GB",
-    "startup_s": "start-up s",
-    "startup_max_rss_mb": "start-up peak MB",
-    "first_epoch_batches_s": "first epoch's batches s",
-    "first_epoch_batches_anon_mb": "MB after them (anonymous)",
-}
+def _prepare_at(size: int, runs: dict[int, dict], compared: dict[int, dict]) -> str:
+    """One corpus size's prepare runs in a clause: pairs/s, peak memory (all processes) and the
+    encoding phase against sentencepiece, per number of workers, and whether they agree."""
+    workers = sorted(runs)
+
+    def each(key: str, fmt: str) -> str:
+        return " / ".join(format(runs[k][key], fmt) for k in workers)
+
+    same = compared.get(size)
+    agree = ""
+    if same is not None:
+        agree = f"; 2 workers {ratio(same['speedup_2_workers'])} the pairs/s of one, " + (
+            "the same dataset" if same["same_output"] else "different datasets"
+        )
+    return (
+        f"{size:,} pairs with {' / '.join(map(str, workers))} workers: {each('pairs_per_s', ',')} pairs/s, "
+        f"peak {each('peak_mb_all_processes', ',')} MB, encoding at {each('encoding_vs_floor', '.2f')} of "
+        f"sentencepiece's rate{agree}"
+    )
 
 
 def data_at_scale(records: Path) -> Lines:
-    """prepare's memory and speed by corpus size and workers; training start-up on large data."""
+    """prepare's speed and memory by corpus size and workers; training start-up on large data. In
+    sentences rather than tables: the page has few lines to spare."""
     prepare, startup = newest(records, "data", "prepare-scale"), newest(records, "train", "train-startup")
-    compared = "; ".join(
-        f"{c['pairs']:,} pairs: 2 workers gave {ratio(c['speedup_2_workers'])} the pairs/s of one (encoding "
-        f"{ratio(c['speedup_2_workers_encoding'])}), "
-        + ("the same dataset" if c["same_output"] else "a different dataset")
-        for c in prepare["compared"]
+    compared = {c["pairs"]: c for c in prepare["compared"]}
+    sizes: dict[int, dict[int, dict]] = {}
+    for row in prepare["rows"]:
+        sizes.setdefault(row["pairs"], {})[row["workers"]] = row
+    starts = "; ".join(
+        f"{r['pairs']:,} pairs ({r['arrays_gb']} GB of arrays): the first batch after {r['startup_s']} s "
+        f"at {r['startup_max_rss_mb']:,} MB peak, the first epoch's batches {r['first_epoch_batches_s']} s"
+        for r in startup["rows"]
     )
     return [
         "## Data at scale",
         "",
-        "`transduce prepare` on synthetic corpora (about 50 bytes a side): checking, learning the "
-        "vocabulary from a sample and encoding, in streamed chunks; its encoding phase beside "
-        f"sentencepiece's encoder alone on the same cores. {compared}.",
-        "",
-        *markdown_table(prepare["rows"], PREPARE_COLUMNS, THOUSANDS),
+        "`transduce prepare` on synthetic corpora (about 50 bytes a side), streamed in chunks, memory summed "
+        "over its processes, its encoding phase against sentencepiece's encoder alone on the same cores: "
+        + "; ".join(_prepare_at(n, runs, compared) for n, runs in sizes.items())
+        + f". `train` on memory-mapped synthetic datasets (`{startup['command']}`, {startup['date']}): "
+        + f"{starts}.",
         *provenance(prepare, "data"),
-        "",
-        "`train` on large synthetic datasets (memory-mapped): time and peak memory until the first batch, "
-        "and what the sampler's first epoch of batches costs on its own:",
-        "",
-        *markdown_table(startup["rows"], STARTUP_COLUMNS, THOUSANDS),
-        *provenance(startup, "data"),
     ]
 
 
@@ -453,7 +452,17 @@ def algorithmic(records: Path) -> Lines:
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
         for task in TASKS
-        if TASKS[task].lte
+        if TASKS[task].lte and not TASKS[task].program
+    ]
+    programs = [
+        {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
+        | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
+        | {
+            f"ours: {label}": accuracy(runs.get((task, model, "none")))
+            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+        }
+        for task in TASKS
+        if TASKS[task].program
     ]
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
@@ -472,12 +481,42 @@ def algorithmic(records: Path) -> Lines:
         "",
         *markdown_table(lte),
         "",
+        "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split), "
+        "beside the paper's Table 6 (`--programs`):",
+        "",
+        *markdown_table(programs),
+        "",
         "`python -m bench.algorithmic.grid --tasks copy reverse addition --models transformer ut ut_act "
         "--positions none offset subset_spread --seeds 3 --lte --threads 1`  ",
         f"Host: {'; '.join(machines) or 'one CPU thread (x86_64, torch 2.13.0+cpu)'}, "
         f"a median {minutes:.0f} CPU minutes of training a run. Records: "
         f"`bench/records/algorithmic/{ALGORITHMIC_SETTING}/` ({len(every)} runs). Notes: "
         "[algorithmic](results/algorithmic.md).",
+        "",
+        *headline_table(records),
+    ]
+
+
+def headline_table(records: Path) -> Lines:
+    """The best setting so far of each model at length 400 (headline.json, `grid --report`)."""
+    path = records / "algorithmic" / "headline.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    for row in rows:
+        row["model"] = LABELS[row["model"]]
+        row["setting"] = f"{row['setting'].rsplit('_', 1)[-1]}, {row['positions']}"
+        row["paper"] = "{:.2f} / {:.2f}".format(*row["paper"])
+    columns = {"task": "task", "model": "model", "char": "char", "seq": "seq", "n": "n", "updates": "updates"}
+    columns |= {"device": "device", "setting": "setting, positions", "paper": "paper (UT: one row)"}
+    return [
+        "The best setting so far of each model at length 400 (every setting trained on 1-40; "
+        "`bench/records/algorithmic/headline.json`, written by `python -m bench.algorithmic.grid --report`), "
+        "and its accuracy against test length:",
+        "",
+        *markdown_table(rows, columns, {"char": "{:.2f}".format, "seq": "{:.2f}".format}),
+        "",
+        "![accuracy against test length, best setting of each model](results/algorithmic-headline.png)",
     ]
 
 
