@@ -303,6 +303,52 @@ def cpu_training(records: Path) -> Lines:
     ]
 
 
+def _prepare_at(size: int, runs: dict[int, dict], compared: dict[int, dict]) -> str:
+    """One corpus size's prepare runs in a clause: pairs/s, peak memory (all processes) and the
+    encoding phase against sentencepiece, per number of workers, and whether they agree."""
+    workers = sorted(runs)
+
+    def each(key: str, fmt: str) -> str:
+        return " / ".join(format(runs[k][key], fmt) for k in workers)
+
+    same = compared.get(size)
+    agree = ""
+    if same is not None:
+        agree = f"; 2 workers {ratio(same['speedup_2_workers'])} the pairs/s of one, " + (
+            "the same dataset" if same["same_output"] else "different datasets"
+        )
+    return (
+        f"{size:,} pairs with {' / '.join(map(str, workers))} workers: {each('pairs_per_s', ',')} pairs/s, "
+        f"peak {each('peak_mb_all_processes', ',')} MB, encoding at {each('encoding_vs_floor', '.2f')} of "
+        f"sentencepiece's rate{agree}"
+    )
+
+
+def data_at_scale(records: Path) -> Lines:
+    """prepare's speed and memory by corpus size and workers; training start-up on large data. In
+    sentences rather than tables: the page has few lines to spare."""
+    prepare, startup = newest(records, "data", "prepare-scale"), newest(records, "train", "train-startup")
+    compared = {c["pairs"]: c for c in prepare["compared"]}
+    sizes: dict[int, dict[int, dict]] = {}
+    for row in prepare["rows"]:
+        sizes.setdefault(row["pairs"], {})[row["workers"]] = row
+    starts = "; ".join(
+        f"{r['pairs']:,} pairs ({r['arrays_gb']} GB of arrays): the first batch after {r['startup_s']} s "
+        f"at {r['startup_max_rss_mb']:,} MB peak, the first epoch's batches {r['first_epoch_batches_s']} s"
+        for r in startup["rows"]
+    )
+    return [
+        "## Data at scale",
+        "",
+        "`transduce prepare` on synthetic corpora (about 50 bytes a side), streamed in chunks, memory summed "
+        "over its processes, its encoding phase against sentencepiece's encoder alone on the same cores: "
+        + "; ".join(_prepare_at(n, runs, compared) for n, runs in sizes.items())
+        + f". `train` on memory-mapped synthetic datasets (`{startup['command']}`, {startup['date']}): "
+        + f"{starts}.",
+        *provenance(prepare, "data"),
+    ]
+
+
 def gpu(records: Path) -> Lines:
     """The newest device session: training at its largest batch, decoding, a real run."""
     record = newest(records, "gpu", "gpu-session")
@@ -530,6 +576,7 @@ SECTIONS: list[Callable[[Path], Lines]] = [
     end_to_end,
     quantize,
     cpu_training,
+    data_at_scale,
     gpu,
     scaling,
     algorithmic,
@@ -549,7 +596,8 @@ def render(records: Path = RECORDS) -> str:
         "The newest number for each claim, with the command that reproduces it, its host and its date. "
         "Ratios compare engines measured in one run on one machine; CPU hosts are 2-core x86_64 machines. "
         "The notes behind the numbers, what was tried and what it superseded: [MT](results/mt.md), "
-        "[decoding](results/decoding.md), [training](results/training.md), [GPU](results/gpu.md), "
+        "[decoding](results/decoding.md), [training](results/training.md), [data](results/data.md), "
+        "[GPU](results/gpu.md), "
         "[attention](results/attention.md), [algorithmic tasks](results/algorithmic.md), "
         "[serving](results/serving.md).",
     ]

@@ -7,7 +7,9 @@ rows in test_config.py, Marian import rows in test_marian.py, server rows in tes
 
 from __future__ import annotations
 
+import gzip
 import json
+import lzma
 import os
 import re
 import shutil
@@ -144,6 +146,33 @@ def fifo_corpus(run: Path, tmp: Path) -> list[str]:
         (corpus / name).write_text("a b\n")
     fifo(corpus, "train.en")
     return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "-o", str(tmp / "out")]
+
+
+def text_corpus(tmp: Path) -> Path:
+    """A small, valid English-German corpus in train/dev files."""
+    corpus = tmp / "c"
+    corpus.mkdir()
+    for name in ("train.en", "train.de", "dev.en", "dev.de"):
+        (corpus / name).write_text("".join(f"a b {i} c\n" for i in range(30)))
+    return corpus
+
+
+def prepare_on(corpus: Path, tmp: Path, *extra: str) -> list[str]:
+    return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "-o", str(tmp / "out"), *extra]
+
+
+def truncated_gzip(run: Path, tmp: Path) -> list[str]:
+    corpus = text_corpus(tmp)
+    packed = gzip.compress((corpus / "train.en").read_bytes())
+    (corpus / "train.en.gz").write_bytes(packed[: len(packed) // 2])
+    (corpus / "train.en").unlink()
+    return prepare_on(corpus, tmp)
+
+
+def two_forms_of_a_corpus_file(run: Path, tmp: Path) -> list[str]:
+    corpus = text_corpus(tmp)
+    (corpus / "dev.de.xz").write_bytes(lzma.compress((corpus / "dev.de").read_bytes()))
+    return prepare_on(corpus, tmp)
 
 
 def npy_fifo(run: Path, tmp: Path) -> list[str]:
@@ -421,6 +450,9 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("config file a named pipe", lambda r, t: ["train", fifo(t, "c.toml"), *TINY], "not a regular file"),
     ("dataset array a named pipe", npy_fifo, "not a regular file"),
     ("corpus file a named pipe", fifo_corpus, "not a regular file"),
+    ("compressed corpus file cut short", truncated_gzip, "train.en.gz: unreadable after line 0"),
+    ("a corpus file both plain and compressed", two_forms_of_a_corpus_file, "keep only one of them"),
+    ("prepare --workers 0", lambda r, t: prepare_on(text_corpus(t), t, "--workers", "0"), "'--workers'"),
     (
         "syntax-aware model on data without trees",
         lambda r, t: ["train", "small", *TINY, "model.syntax_mask=hard", "--run-dir", str(t / "t")],

@@ -715,6 +715,7 @@ def test_disk_full_while_preparing_keeps_the_earlier_dataset(tmp_path, monkeypat
         ("--max-ratio=nan", "--max-ratio must be a number >= 0"),
         ("--max-ratio=-1", "--max-ratio must be a number >= 0"),
         ("--empty=drop", "--empty 'drop': allowed: skip, reject"),
+        ("--vocab-sample=0", "--vocab-sample must be >= 1"),
     ],
 )
 def test_prepare_options_that_could_only_fail_later_are_refused(tmp_path, option, says):

@@ -1,1 +1,2 @@
-"""Builders of the offline corpora the MT benchmarks train on (nothing they build is committed)."""
+"""Builders of the offline corpora the MT benchmarks train on (nothing they build is committed),
+and `prepare` at scale on synthetic corpora."""

@@ -1,1 +1,1 @@
-"""Training throughput on the CPU against a Hugging Face MarianMTModel."""
+"""Training throughput on the CPU against a Hugging Face MarianMTModel; start-up on large datasets."""

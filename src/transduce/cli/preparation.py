@@ -3,6 +3,8 @@ decoding `shortlist`."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, get_args
 
@@ -59,125 +61,198 @@ def inspect(
     stdout.print(f"forward FLOPs per target token: {fwd / 1e6:.1f}M; training (3x): {3 * fwd / 1e6:.1f}M")
 
 
+# prepare's options, one named type each, so that the command's signature stays short.
+DataDir = Annotated[
+    Path | None, typer.Argument(help="Folder with train.SRC/train.TGT, dev.* and optional test.* files.")
+]
+SrcSuffix = Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")]
+TgtSuffix = Annotated[str, typer.Option(help="Target file suffix, e.g. en.")]
+VocabSize = Annotated[
+    int | None, typer.Option(help="BPE vocabulary size; default 37000 (the paper's, shared).")
+]
+SeparateVocab = Annotated[bool, typer.Option(help="Learn separate source and target vocabularies.")]
+VocabFrom = Annotated[
+    Path | None,
+    typer.Option(
+        help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
+        "or dataset instead of learning new ones (so without --vocab-size and --separate-vocab): "
+        "data for fine-tuning with `train --init-from`."
+    ),
+]
+VocabSample = Annotated[
+    int,
+    typer.Option(
+        help="Learn the vocabulary from a uniform sample of this many training pairs (all of them "
+        "when there are fewer; with a shared vocabulary, 1,000,000 pairs are the 2,000,000 "
+        "sentences sentencepiece would train on anyway)."
+    ),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Processes that check and encode the text in chunks (default: the cores this process "
+        "may use); the dataset is the same for any number.",
+    ),
+]
+MaxLen = Annotated[
+    int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
+]
+MaxRatio = Annotated[
+    float | None,
+    typer.Option(
+        help="Drop training pairs whose length ratio exceeds this (0 = off); "
+        "default 3, off for --source-format tree "
+        "(bracket tokens make tree sources several times longer)."
+    ),
+]
+EmptyPairs = Annotated[
+    str, typer.Option(metavar=one_of(EMPTY_PAIRS), help="Pairs with an empty side: skip (counted) or reject.")
+]
+Tabs = Annotated[
+    str, typer.Option(metavar=one_of(TABS), help="Tabs inside a line: space (replace) or reject.")
+]
+ControlCharacters = Annotated[
+    str,
+    typer.Option(
+        metavar=one_of(CONTROL_CHARACTERS),
+        help="Pairs with control characters: skip (counted, first one shown) or reject.",
+    ),
+]
+Task = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TASK",
+        help=f"Instead of text files, generate a task ({', '.join(get_args(TaskName))}; majority "
+        "and updown are for classifiers, repeat for language models), or 'parse': DATA_DIR holds "
+        "treebank files train.trees, dev.trees and optional test.trees.",
+    ),
+]
+TreebankSuffix = Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")]
+SourceFormatName = Annotated[
+    str,
+    typer.Option(
+        metavar=one_of(SOURCE_FORMATS),
+        help="text, or tree: source lines are bracketed trees, linearised for the encoder (tree-to-string).",
+    ),
+]
+TreeTags = Annotated[
+    bool, typer.Option(help="With --source-format tree: keep POS tags in the linearised source.")
+]
+Factors = Annotated[
+    int, typer.Option(help="Source tokens are word|tag1|...|tagN with this many tags (factored input).")
+]
+FactorSep = Annotated[str, typer.Option(help="Separator between a word and its tags.")]
+SourceTrees = Annotated[
+    str | None,
+    typer.Option(
+        metavar=one_of(SOURCE_TREES),
+        help="Syntax trees for syntax-aware attention: "
+        "'tree' reads {split}.SRC.tree (bracketed, one per line), "
+        "'conllu' reads {split}.SRC.conllu (dependency heads).",
+    ),
+]
+TaskOverrides = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
+]
+
+
+@contextlib.contextmanager
+def _prepare_errors(out: Path) -> Iterator[None]:
+    """prepare's bad input as one error line; a failed write (a full disk, say) names the output,
+    which the atomic write left as it was."""
+    from ..data.corpus import CorpusError
+    from ..data.pool import WorkerError
+    from ..fileio import OutputError
+    from ..store.checkpoint import CheckpointError
+
+    try:
+        yield
+    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError, WorkerError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+
+
+def _prepare_task(
+    task: str, data_dir: Path | None, out: Path, trees: str, max_len: int, overrides: list[str], force: bool
+) -> None:
+    """`prepare --task`: a treebank for parsing (`parse`), or a generated task."""
+    from ..data.prepare import prepare_generated, prepare_parse
+
+    if task == "parse":
+        if data_dir is None:
+            fail("--task parse needs a DATA_DIR with train/dev treebank files")
+        report = prepare_parse(data_dir, out, trees, max_len, force=force)
+        if report["up_to_date"]:
+            console.print(f"{out} is up to date with its inputs; nothing to do")
+        for name, r in report.get("splits", {}).items():
+            console.print(f"{name}: {r['trees']} trees; skipped {r['skipped_too_long']} too long")
+        return
+    dataset = prepare_generated(task, overrides, out, force=force)
+    sizes = ", ".join(f"{k} {v}" for k, v in dataset.meta.sizes.items())
+    console.print(f"{task}: {sizes} examples in {out}")
+
+
+def _print_text_report(report: dict, out: Path) -> None:
+    """What prepare kept and skipped in each split of parallel text."""
+    if report["up_to_date"]:
+        console.print(f"{out} is up to date with its inputs; nothing to do")
+        return
+    for name, r in report["splits"].items():
+        console.print(
+            f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
+            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
+            f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
+            + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
+        )
+    console.print(f"dataset written to {out}")
+
+
 @app.command()
 def prepare(
-    data_dir: Annotated[
-        Path | None, typer.Argument(help="Folder with train.SRC/train.TGT, dev.* and optional test.* files.")
-    ] = None,
+    data_dir: DataDir = None,
     out: Annotated[Path, out_option("Dataset directory to write.")] = Path("data/prepared"),
-    src: Annotated[str, typer.Option(help="Source file suffix (language code), e.g. de.")] = "src",
-    tgt: Annotated[str, typer.Option(help="Target file suffix, e.g. en.")] = "tgt",
-    vocab_size: Annotated[
-        int | None, typer.Option(help="BPE vocabulary size; default 37000 (the paper's, shared).")
-    ] = None,
-    separate_vocab: Annotated[
-        bool, typer.Option(help="Learn separate source and target vocabularies.")
-    ] = False,
-    vocab_from: Annotated[
-        Path | None,
-        typer.Option(
-            help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
-            "or dataset instead of learning new ones (so without --vocab-size and --separate-vocab): "
-            "data for fine-tuning with `train --init-from`."
-        ),
-    ] = None,
-    max_len: Annotated[
-        int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
-    ] = 256,
-    max_ratio: Annotated[
-        float | None,
-        typer.Option(
-            help="Drop training pairs whose length ratio exceeds this (0 = off); "
-            "default 3, off for --source-format tree "
-            "(bracket tokens make tree sources several times longer)."
-        ),
-    ] = None,
-    empty: Annotated[
-        str,
-        typer.Option(metavar=one_of(EMPTY_PAIRS), help="Pairs with an empty side: skip (counted) or reject."),
-    ] = "skip",
-    tabs: Annotated[
-        str, typer.Option(metavar=one_of(TABS), help="Tabs inside a line: space (replace) or reject.")
-    ] = "space",
-    control: Annotated[
-        str,
-        typer.Option(
-            metavar=one_of(CONTROL_CHARACTERS),
-            help="Pairs with control characters: skip (counted, first one shown) or reject.",
-        ),
-    ] = "skip",
-    task: Annotated[
-        str | None,
-        typer.Option(
-            metavar="TASK",
-            help=f"Instead of text files, generate a task ({', '.join(get_args(TaskName))}; majority "
-            "and updown are for classifiers, repeat for language models), or 'parse': DATA_DIR holds "
-            "treebank files train.trees, dev.trees and optional test.trees.",
-        ),
-    ] = None,
-    trees: Annotated[str, typer.Option(help="With --task parse: the treebank file suffix.")] = "trees",
-    source_format: Annotated[
-        str,
-        typer.Option(
-            metavar=one_of(SOURCE_FORMATS),
-            help="text, or tree: source lines are bracketed trees, linearised for the encoder "
-            "(tree-to-string).",
-        ),
-    ] = "text",
-    tree_tags: Annotated[
-        bool, typer.Option(help="With --source-format tree: keep POS tags in the linearised source.")
-    ] = True,
-    factors: Annotated[
-        int,
-        typer.Option(help="Source tokens are word|tag1|...|tagN with this many tags (factored input)."),
-    ] = 0,
-    factor_sep: Annotated[str, typer.Option(help="Separator between a word and its tags.")] = "|",
-    source_trees: Annotated[
-        str | None,
-        typer.Option(
-            metavar=one_of(SOURCE_TREES),
-            help="Syntax trees for syntax-aware attention: "
-            "'tree' reads {split}.SRC.tree (bracketed, one per line), "
-            "'conllu' reads {split}.SRC.conllu (dependency heads).",
-        ),
-    ] = None,
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
-    ] = None,
+    src: SrcSuffix = "src",
+    tgt: TgtSuffix = "tgt",
+    vocab_size: VocabSize = None,
+    separate_vocab: SeparateVocab = False,
+    vocab_from: VocabFrom = None,
+    vocab_sample: VocabSample = 1_000_000,
+    workers: Workers = None,
+    max_len: MaxLen = 256,
+    max_ratio: MaxRatio = None,
+    empty: EmptyPairs = "skip",
+    tabs: Tabs = "space",
+    control: ControlCharacters = "skip",
+    task: Task = None,
+    trees: TreebankSuffix = "trees",
+    source_format: SourceFormatName = "text",
+    tree_tags: TreeTags = True,
+    factors: Factors = 0,
+    factor_sep: FactorSep = "|",
+    source_trees: SourceTrees = None,
+    overrides: TaskOverrides = None,
     force: Force = False,
 ) -> None:
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
 
+    Text files may be compressed (train.en.gz, .xz or .zst). The corpus streams through in
+    chunks, so memory stays bounded whatever its size.
+
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
     (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
     inside DATA_DIR; an -o that contains an input file is always refused."""
-    from ..data.corpus import CorpusError
-    from ..data.prepare import PrepareOptions, prepare_generated, prepare_parse, prepare_text, ratio_limit
+    from ..data.prepare import PrepareOptions, prepare_text, ratio_limit
     from ..data.source import SourceFormat
-    from ..fileio import OutputError
-    from ..store.checkpoint import CheckpointError
     from ..store.load import vocab_source
 
     if vocab_from is not None and task is not None:
         fail("--vocab-from applies to parallel text, not to --task")
-    try:
-        if task == "parse":
-            if data_dir is None:
-                fail("--task parse needs a DATA_DIR with train/dev treebank files")
-            report = prepare_parse(data_dir, out, trees, max_len, force=force)
-            if report["up_to_date"]:
-                console.print(f"{out} is up to date with its inputs; nothing to do")
-            for name, r in report.get("splits", {}).items():
-                console.print(f"{name}: {r['trees']} trees; skipped {r['skipped_too_long']} too long")
-            return
+    with _prepare_errors(out):
         if task is not None:
-            dataset = prepare_generated(task, overrides or [], out, force=force)
-            console.print(
-                f"{task}: "
-                + ", ".join(f"{k} {v}" for k, v in dataset.meta.sizes.items())
-                + f" examples in {out}"
-            )
+            _prepare_task(task, data_dir, out, trees, max_len, overrides or [], force)
             return
         if data_dir is None:
             fail("give a DATA_DIR with parallel text files, or --task NAME")
@@ -193,23 +268,10 @@ def prepare(
             SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
             control=control,
             vocab_from=str(vocab_source(vocab_from)) if vocab_from is not None else None,
+            vocab_sample=vocab_sample,
         )
-        report = prepare_text(data_dir, out, opts, force=force)
-    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError) as exc:
-        fail(str(exc))
-    except OSError as exc:  # e.g. the disk filled up: the atomic write left the old output in place
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    if report["up_to_date"]:
-        console.print(f"{out} is up to date with its inputs; nothing to do")
-        return
-    for name, r in report["splits"].items():
-        console.print(
-            f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
-            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
-            f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
-            + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
-        )
-    console.print(f"dataset written to {out}")
+        report = prepare_text(data_dir, out, opts, force=force, workers=workers)
+    _print_text_report(report, out)
 
 
 @app.command()

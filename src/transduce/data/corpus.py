@@ -10,17 +10,37 @@ Rules (documented in docs/data.md):
   tabs are replaced by a space when `tabs="space"`, or are an error when `tabs="reject"`;
 - a pair with an empty (or all-whitespace) side is skipped and counted (`empty="skip"`) or
   is an error (`empty="reject"`).
+
+Corpora are read as streams, plain or compressed (`.gz`, `.xz`, `.zst`), in aligned chunks of
+lines (`aligned_chunks`), and each chunk is checked on its own (`clean_chunk`): `prepare` holds
+one chunk at a time, never a whole corpus, and can check chunks in several processes.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
+import lzma
 import os
+import re
 import select
 import sys
-import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
+
+COMPRESSIONS = (".gz", ".xz", ".zst")
+BOM = b"\xef\xbb\xbf"
+# Unicode category Cc (fixed since Unicode 1.1) but the tab, which has rules of its own.
+CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# The same in UTF-8 bytes, to pass over clean chunks at the speed of bytes methods: C0 but the tab
+# and newline, DEL, and C1 (U+0080..U+009F, 0xC2 and a byte 0x80..0x9F; 0xC2 only leads).
+_C0_BYTES = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
+_C1_BYTES = re.compile(b"\xc2[\x80-\x9f]")
+_SPACE_AFTER_NEWLINE = re.compile(r"\n\s")  # \s: what str.strip() removes
 
 
 class CorpusError(ValueError):
@@ -36,7 +56,19 @@ class ReadStats:
     skipped_ratio: int = 0
     skipped_control: int = 0
     first_control: str | None = None  # file:line and code point of the first skipped one
-    kept_lines: list[int] = field(default_factory=list)  # 0-based line numbers of the kept pairs
+
+    def add(self, later: ReadStats) -> None:
+        """Count in the stats of the lines that follow these."""
+        for name in (
+            "pairs",
+            "skipped_empty",
+            "tabs_replaced",
+            "skipped_long",
+            "skipped_ratio",
+            "skipped_control",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        self.first_control = self.first_control or later.first_control
 
 
 def _require_readable(path: Path, hint: str = "") -> None:
@@ -68,15 +100,18 @@ def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
     raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
-    lines = []
-    for number, line in enumerate(raw, first_line):
-        try:
-            lines.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as exc:
-            raise CorpusError(
-                f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
-            ) from None
-    return lines
+    return [
+        _decode_line(line, name, number).removesuffix("\r") for number, line in enumerate(raw, first_line)
+    ]
+
+
+def _decode_line(line: bytes, name: str, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
+        ) from None
 
 
 def read_input(path: Path | None) -> list[str]:
@@ -119,6 +154,188 @@ def _nth_newline(data: bytes, n: int) -> int:
     return end
 
 
+def corpus_path(folder: Path, name: str) -> Path:
+    """`folder/name`, or the compressed file `name.gz`, `.xz` or `.zst` when that is the one there;
+    the plain name when none is (whoever needs the file reports it missing). Two forms of one
+    file are an error: which one holds the data is the user's to say."""
+    found = [p for p in (folder / name, *(folder / f"{name}{ext}" for ext in COMPRESSIONS)) if p.exists()]
+    if len(found) > 1:
+        raise CorpusError(
+            f"{folder / name}: found {' and '.join(p.name for p in found)}; keep only one of them"
+        )
+    return found[0] if found else folder / name
+
+
+def open_corpus(path: Path) -> BinaryIO:
+    """The file's bytes, decompressed according to its suffix."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    if path.suffix == ".xz":
+        return lzma.open(path, "rb")
+    if path.suffix == ".zst":
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(path.open("rb"), read_across_frames=True)
+        return io.BufferedReader(reader)
+    return path.open("rb")
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged or truncated compressed file raises."""
+    import zstandard
+
+    return (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError)
+
+
+class LineReader:
+    """The lines of a corpus file as bytes, each with its newline (the last may lack it), a
+    leading byte order mark dropped; a damaged compressed file is a CorpusError naming the file."""
+
+    def __init__(self, path: Path, stream: BinaryIO) -> None:
+        self.path = path
+        self.stream = stream
+        self.lines = 0  # lines taken so far
+
+    def take(self, n: int) -> list[bytes]:
+        try:
+            lines = list(islice(self.stream, n))
+        except _read_errors() as exc:
+            raise CorpusError(f"{self.path}: unreadable after line {self.lines} ({exc})") from None
+        if self.lines == 0 and lines:
+            lines[0] = lines[0].removeprefix(BOM)
+            if not lines[0]:  # the file held only the mark
+                lines.pop(0)
+        self.lines += len(lines)
+        return lines
+
+    def count_rest(self) -> int:
+        """Read the file to its end, counting its lines as `take` would have."""
+        total = 0
+        while lines := self.take(1 << 16):
+            total += len(lines)
+        return total
+
+
+@dataclass
+class RawChunk:
+    """Aligned lines of a source and a target file, as read (bytes, newlines kept)."""
+
+    first: int  # the 1-based line number of its first line
+    lines: int
+    src: bytes
+    tgt: bytes
+
+
+def aligned_chunks(src_path: Path, tgt_path: Path, lines: int) -> Iterator[RawChunk]:
+    """The two files in chunks of `lines` lines; files of different lengths are an error naming
+    both files and their line counts (found when the shorter one ends)."""
+    with ExitStack() as stack:
+        src, tgt = (LineReader(p, stack.enter_context(open_corpus(p))) for p in (src_path, tgt_path))
+        first = 1
+        while True:
+            a, b = src.take(lines), tgt.take(lines)
+            if len(a) != len(b):
+                src_total, tgt_total = src.lines + src.count_rest(), tgt.lines + tgt.count_rest()
+                raise CorpusError(
+                    f"line counts differ: {src_path} has {src_total} lines, {tgt_path} has {tgt_total}"
+                )
+            if not a:
+                return
+            yield RawChunk(first, len(a), b"".join(a), b"".join(b))
+            first += len(a)
+
+
+def decode_chunk(data: bytes, name: str, first: int) -> str:
+    """A chunk's lines (from `aligned_chunks`) as one text, '\\n' between them: decoded at once,
+    a CR before each newline dropped, as `decode_lines` does line by line (the byte order
+    mark is already gone); invalid UTF-8 is an error naming `name` and the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "\n".join(_decode_line(line, name, n) for n, line in enumerate(data.split(b"\n"), first))
+    text = text.removesuffix("\n")
+    return text.replace("\r\n", "\n").removesuffix("\r") if "\r" in text else text
+
+
+@dataclass
+class CleanChunk:
+    """The pairs of a chunk that pass the checks, and what was skipped or changed."""
+
+    src: list[str]
+    tgt: list[str]
+    numbers: list[int]  # the 0-based line numbers of the kept pairs
+    stats: ReadStats
+
+
+@dataclass
+class LineRules:
+    """What to do with pairs with an empty side, tabs, control characters (see the top)."""
+
+    empty: str = "skip"
+    tabs: str = "space"
+    control: str = "skip"
+
+
+def clean_chunk(chunk: RawChunk, src_path: Path, tgt_path: Path, rules: LineRules) -> CleanChunk:
+    """A chunk's pairs decoded and checked; empty pairs and pairs with control characters
+    skipped (counted) or rejected. A chunk with no tab, control character or blank line (most
+    of them) is taken whole, without a look at each line."""
+    texts = (
+        decode_chunk(chunk.src, str(src_path), chunk.first),
+        decode_chunk(chunk.tgt, str(tgt_path), chunk.first),
+    )
+    src, tgt = (text.split("\n") for text in texts)
+    if all(
+        _plain(data) and _no_blank_line(text)
+        for data, text in zip((chunk.src, chunk.tgt), texts, strict=True)
+    ):
+        return CleanChunk(
+            src, tgt, list(range(chunk.first - 1, chunk.first - 1 + len(src))), ReadStats(len(src))
+        )
+    out = CleanChunk([], [], [], ReadStats())
+    stats = out.stats
+    for number, s, t in zip(range(chunk.first, chunk.first + len(src)), src, tgt, strict=True):
+        s = _clean(s, src_path, number, rules.tabs, stats)
+        t = _clean(t, tgt_path, number, rules.tabs, stats)
+        problem = _control(s, src_path, number) or _control(t, tgt_path, number)
+        if problem is not None:
+            if rules.control == "reject":
+                raise CorpusError(f"{problem} (use --control skip to skip such pairs)")
+            stats.skipped_control += 1
+            stats.first_control = stats.first_control or problem
+            continue
+        if not s.strip() or not t.strip():
+            if rules.empty == "reject":
+                which = src_path if not s.strip() else tgt_path
+                raise CorpusError(f"{which}:{number}: empty line (use --empty skip to skip such pairs)")
+            stats.skipped_empty += 1
+            continue
+        out.src.append(s)
+        out.tgt.append(t)
+        out.numbers.append(number - 1)
+    stats.pairs = len(out.src)
+    return out
+
+
+def _plain(data: bytes) -> bool:
+    """Whether a chunk's bytes hold no tab and no control character but the CR of CRLF line ends."""
+    if b"\t" in data or _C1_BYTES.search(data):
+        return False
+    controls = len(data) - len(data.translate(None, _C0_BYTES))
+    return controls == (data.count(b"\r\n") if controls else 0)
+
+
+def _no_blank_line(text: str) -> bool:
+    """False when a line of a chunk's text may be empty or all whitespace: the first starts
+    with whitespace, or another does, or the last is empty."""
+    return (
+        bool(text)
+        and not text[0].isspace()
+        and not text.endswith("\n")
+        and not _SPACE_AFTER_NEWLINE.search(text)
+    )
+
+
 def _clean(line: str, path: Path, number: int, tabs: str, stats: ReadStats) -> str:
     if "\t" in line:
         if tabs == "reject":
@@ -129,43 +346,25 @@ def _clean(line: str, path: Path, number: int, tabs: str, stats: ReadStats) -> s
 
 
 def _control(line: str, path: Path, number: int) -> str | None:
-    """'file:line: U+XXXX' for the first control character of a line, else None."""
-    for ch in line:
-        if unicodedata.category(ch) == "Cc":
-            return f"{path}:{number}: contains control character U+{ord(ch):04X}"
-    return None
+    """'file:line: U+XXXX' for the first control character of a line (tabs are gone), else None."""
+    found = CONTROL.search(line)
+    if found is None:
+        return None
+    return f"{path}:{number}: contains control character U+{ord(found.group()):04X}"
 
 
 def read_parallel(
     src_path: Path, tgt_path: Path, empty: str = "skip", tabs: str = "space", control: str = "skip"
 ) -> tuple[list[str], list[str], ReadStats]:
-    """Validated, aligned source/target segments; empty pairs and pairs with control
-    characters skipped (counted) or rejected."""
+    """Validated, aligned source/target segments of two whole files (see `clean_chunk`)."""
     for path in (src_path, tgt_path):
         require_corpus_file(path)
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise CorpusError(f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
+    src: list[str] = []
+    tgt: list[str] = []
     stats = ReadStats()
-    out_src, out_tgt = [], []
-    for number, (s, t) in enumerate(zip(src, tgt, strict=True), 1):
-        s = _clean(s, src_path, number, tabs, stats)
-        t = _clean(t, tgt_path, number, tabs, stats)
-        problem = _control(s, src_path, number) or _control(t, tgt_path, number)
-        if problem is not None:
-            if control == "reject":
-                raise CorpusError(f"{problem} (use --control skip to skip such pairs)")
-            stats.skipped_control += 1
-            stats.first_control = stats.first_control or problem
-            continue
-        if not s.strip() or not t.strip():
-            if empty == "reject":
-                which = src_path if not s.strip() else tgt_path
-                raise CorpusError(f"{which}:{number}: empty line (use --empty skip to skip such pairs)")
-            stats.skipped_empty += 1
-            continue
-        out_src.append(s)
-        out_tgt.append(t)
-        stats.kept_lines.append(number - 1)
-    stats.pairs = len(out_src)
-    return out_src, out_tgt, stats
+    for chunk in aligned_chunks(src_path, tgt_path, 1 << 16):
+        clean = clean_chunk(chunk, src_path, tgt_path, LineRules(empty, tabs, control))
+        src += clean.src
+        tgt += clean.tgt
+        stats.add(clean.stats)
+    return src, tgt, stats

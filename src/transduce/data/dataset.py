@@ -3,6 +3,7 @@
 A dataset directory holds `meta.json` (written last), the vocabularies (`src.*`, `tgt.*`)
 and, per split, `{split}.{src,tgt}.{tokens,offsets}.npy`. It is built in a temporary
 directory and renamed into place, so an interrupted build never leaves anything that loads.
+A split larger than memory is written in chunks: the first saved, the others appended.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -78,8 +81,8 @@ class Split:
     ) -> Split:
         def flat(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
             offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-            np.cumsum([len(s) for s in seqs], out=offsets[1:])
-            tokens = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(offsets[-1]))
+            np.cumsum(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), out=offsets[1:])
+            tokens = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=int(offsets[-1]))
             return tokens, offsets
 
         split = cls(*flat(src), *flat(tgt))
@@ -100,6 +103,18 @@ class Split:
             if getattr(self, extra) is not None:
                 np.save(directory / f"{name}.{extra}.npy", getattr(self, extra))
 
+    def append_to(self, directory: Path, name: str) -> None:
+        """Add this split's examples after those of the split `name` saved in `directory`
+        (offsets continued). Factor rows are kept in parts until `join_appended` joins them."""
+        for side in ("src", "tgt"):
+            _append(directory / f"{name}.{side}.tokens.npy", getattr(self, f"{side}_tokens"))
+            _append(directory / f"{name}.{side}.offsets.npy", getattr(self, f"{side}_offsets"), offsets=True)
+        if self.omega is not None and self.omega_offsets is not None:
+            _append(directory / f"{name}.omega.npy", self.omega)
+            _append(directory / f"{name}.omega_offsets.npy", self.omega_offsets, offsets=True)
+        for k, row in enumerate(self.src_factors if self.src_factors is not None else []):
+            _append(directory / f"{name}.src_factors.part{k}.npy", row)
+
     @classmethod
     def load(cls, directory: Path, name: str) -> Split:
         arrays = [
@@ -113,6 +128,77 @@ class Split:
             if (path := directory / f"{name}.{extra}.npy").exists()
         }
         return cls(*arrays, **extras)
+
+
+def _append(path: Path, values: np.ndarray, offsets: bool = False) -> None:
+    """Add a 1-d array's values at the end of the .npy file `path` (written by np.save if it is
+    not there): the header is rewritten in place (np.save leaves room for any length), so the
+    file is byte for byte what np.save writes for the whole array. `offsets` continue the
+    file's last offset and drop the chunk's leading 0."""
+    if not path.exists():
+        np.save(path, values)
+        return
+    with path.open("r+b") as f:
+        np.lib.format.read_magic(f)
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        start = f.tell()
+        if offsets:
+            f.seek(-dtype.itemsize, io.SEEK_END)
+            values = values[1:] + np.frombuffer(f.read(dtype.itemsize), dtype=dtype)[0]
+        header = io.BytesIO()
+        descr = np.lib.format.dtype_to_descr(dtype)
+        shape = (shape[0] + len(values),)
+        np.lib.format.write_array_header_1_0(header, {"descr": descr, "fortran_order": False, "shape": shape})
+        if dtype != values.dtype or header.tell() != start:
+            raise ValueError(f"{path}: cannot append {values.dtype} values to this file's {dtype} ones")
+        f.seek(0)
+        f.write(header.getvalue())
+        f.seek(0, io.SEEK_END)
+        f.write(np.ascontiguousarray(values).data)
+
+
+def join_appended(directory: Path, name: str) -> None:
+    """Join the factor rows that `Split.append_to` kept in parts to the (k, tokens) array saved
+    for split `name`, copying in blocks, into the file np.save writes for the whole array."""
+    parts = sorted(
+        directory.glob(f"{name}.src_factors.part*.npy"), key=lambda p: int(p.stem.rsplit("part")[-1])
+    )
+    if not parts:
+        return
+    saved = directory / f"{name}.src_factors.npy"
+    head = _npy_layout(saved) if saved.exists() else None
+    tails = [_npy_layout(p) for p in parts]
+    dtype = tails[0][2]
+    head_len = head[1][1] if head is not None else 0
+    shape = (len(parts), head_len + tails[0][1][0])
+    joined = directory / f"{name}.src_factors.joined"
+    with joined.open("wb") as out:
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+        np.lib.format.write_array_header_1_0(out, header)
+        for k, (part, tail) in enumerate(zip(parts, tails, strict=True)):
+            if head is not None:
+                _copy_bytes(saved, head[0] + k * head_len * dtype.itemsize, head_len * dtype.itemsize, out)
+            _copy_bytes(part, tail[0], tail[1][0] * dtype.itemsize, out)
+    joined.replace(saved)
+    for part in parts:
+        part.unlink()
+
+
+def _npy_layout(path: Path) -> tuple[int, tuple[int, ...], np.dtype]:
+    """Where a .npy file's data starts, its shape and its dtype."""
+    with path.open("rb") as f:
+        np.lib.format.read_magic(f)
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        return f.tell(), shape, dtype
+
+
+def _copy_bytes(path: Path, start: int, size: int, out: BinaryIO) -> None:
+    with path.open("rb") as f:
+        f.seek(start)
+        while size > 0:
+            block = f.read(min(size, 1 << 20))
+            out.write(block)
+            size -= len(block)
 
 
 def _array(path: Path) -> np.ndarray:
@@ -248,24 +334,37 @@ def write_dataset(
     """Write splits, vocabularies (plus `vocabs`: prefix -> vocabulary), `texts` (file name ->
     lines) and meta.json (last), atomically; `out` is checked against `inputs` and replaced only
     if `prepare` wrote it (or `force`). `meta` holds the DatasetMeta fields of the dataset's kind."""
+    with atomic_directory(out, "prepare", inputs, force) as tmp:
+        for name, lines in (texts or {}).items():
+            (tmp / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        for name, split in splits.items():
+            split.save(tmp, name)
+        finish_dataset(tmp, {name: len(s) for name, s in splits.items()}, src_vocab, tgt_vocab, meta, vocabs)
+
+
+def finish_dataset(
+    directory: Path,
+    sizes: dict[str, int],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab | None,
+    meta: dict[str, Any],
+    vocabs: dict[str, SymbolVocab] | None = None,
+) -> None:
+    """Complete a dataset whose splits (`sizes`: examples per split) are written in `directory`:
+    the vocabularies, then meta.json, last. `meta` holds the DatasetMeta fields of its kind."""
     full = DatasetMeta(
         **meta,
-        splits=list(splits),
-        sizes={name: len(s) for name, s in splits.items()},
+        splits=list(sizes),
+        sizes=sizes,
         src_vocab_size=len(src_vocab),
         tgt_vocab_size=len(tgt_vocab or src_vocab),
     )
-    with atomic_directory(out, "prepare", inputs, force) as tmp:
-        for prefix, vocab in (vocabs or {}).items():
-            vocab.save(tmp / prefix)
-        for name, lines in (texts or {}).items():
-            (tmp / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        src_vocab.save(tmp / "src")
-        if tgt_vocab is not None:
-            tgt_vocab.save(tmp / "tgt")
-        for name, split in splits.items():
-            split.save(tmp, name)
-        (tmp / "meta.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
+    for prefix, vocab in (vocabs or {}).items():
+        vocab.save(directory / prefix)
+    src_vocab.save(directory / "src")
+    if tgt_vocab is not None:
+        tgt_vocab.save(directory / "tgt")
+    (directory / "meta.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
 
 
 def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:

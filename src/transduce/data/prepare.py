@@ -1,21 +1,42 @@
 """`transduce prepare`: parallel text files -> BPE vocabulary -> binarised dataset; treebanks ->
-parsing datasets."""
+parsing datasets.
+
+Parallel text streams through in chunks, twice: a first pass checks every line and draws a
+uniform sample of the training pairs for the vocabulary, a second encodes and appends to the
+arrays on disk. Memory is bounded by a few chunks per process and the sample, not by the
+corpus; chunks are processed by `workers` processes, and the output is the same for any number.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 
-import numpy as np
 from rich.progress import Progress
 
 from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
 from ..config import load_config
-from ..fileio import check_output_dir
-from .corpus import CorpusError, ReadStats, read_parallel, require_corpus_file
-from .dataset import Dataset, Split, content_hash, is_up_to_date, prepare_task, write_dataset
-from .source import SourceFormat, check_tree_words, encode_source, read_word_trees, split_line
+from ..fileio import atomic_directory, check_output_dir
+from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
+from .corpus import CorpusError, LineRules, ReadStats, aligned_chunks, corpus_path, require_corpus_file
+from .dataset import (
+    Dataset,
+    Split,
+    content_hash,
+    finish_dataset,
+    is_up_to_date,
+    join_appended,
+    prepare_task,
+    write_dataset,
+)
+from .pool import available_cores, ordered_map
+from .sampling import ALL, BottomK
+from .source import SourceFormat, read_word_trees
 from .trees import linearise, read_treebank
 from .vocab import (
     SentencePieceVocab,
@@ -28,6 +49,12 @@ from .vocab import (
 )
 
 DEFAULT_VOCAB_SIZE = 37000  # the paper's shared En-De vocabulary
+CHUNK_LINES = 20_000  # lines per chunk: what a process holds and encodes at a time
+# Training pairs the vocabulary is learned from at most: with a shared vocabulary, the 2M
+# sentences sentencepiece trains on (it would sample that many of more itself).
+VOCAB_SAMPLE = 1_000_000
+SAMPLE_SEED = 0
+SPM_SENTENCES = 2_000_000
 
 
 @dataclass
@@ -47,6 +74,7 @@ class PrepareOptions:
     source: SourceFormat = field(default_factory=SourceFormat)
     control: str = "skip"
     vocab_from: str | None = None  # a directory with src.* (and tgt.*) vocabulary files to reuse
+    vocab_sample: int = VOCAB_SAMPLE  # training pairs the vocabulary is learned from, at most
 
     def __post_init__(self) -> None:
         """Options that could only fail later (inside sentencepiece, or by filtering everything),
@@ -66,6 +94,8 @@ class PrepareOptions:
             raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
         if self.max_ratio is not None and self.max_ratio < 1:
             raise CorpusError(f"--max-ratio must be >= 1 (or 0 for off), not {self.max_ratio}")
+        if self.vocab_sample < 1:
+            raise CorpusError(f"--vocab-sample must be >= 1, not {self.vocab_sample}")
         for name, allowed in (
             ("empty", EMPTY_PAIRS),
             ("tabs", TABS),
@@ -73,6 +103,18 @@ class PrepareOptions:
         ):
             if getattr(self, name) not in allowed:
                 raise CorpusError(f"--{name} {getattr(self, name)!r}: allowed: {', '.join(allowed)}")
+
+    def recorded(self) -> dict:
+        """The options as hashed and kept in meta.json: an option added later enters only when
+        not at its default, so that datasets prepared before it stay up to date, byte for byte."""
+        options = asdict(self)
+        if self.vocab_sample == VOCAB_SAMPLE:
+            del options["vocab_sample"]
+        return options
+
+    @property
+    def rules(self) -> LineRules:
+        return LineRules(self.empty, self.tabs, self.control)
 
 
 def ratio_limit(given: float | None, source_format: str) -> float | None:
@@ -96,79 +138,6 @@ def prepare_generated(task: str, overrides: list[str], out: Path, force: bool = 
     `task`, then the data.* `overrides` (`prepare --task NAME --set ...`)."""
     cfg = load_config("small", [f"data.task={task}", *overrides])
     return prepare_task(cfg.data, out, force=force)
-
-
-def _encode(vocab: Vocab, lines: list[str], progress: Progress, label: str) -> list[list[int]]:
-    """Each line's ids; a learned sentencepiece model encodes a block of lines per call, any
-    other vocabulary (a symbol or Marian one reused with --vocab-from) line by line."""
-    task = progress.add_task(label, total=len(lines))
-    out: list[list[int]] = []
-    step = 10_000
-    for start in range(0, len(lines), step):
-        block = lines[start : start + step]
-        out.extend(
-            vocab.sp.encode(block) if isinstance(vocab, SentencePieceVocab) else map(vocab.encode, block)
-        )
-        progress.advance(task, len(block))
-    return out
-
-
-def _length_filter(
-    src: list[list[int]], tgt: list[list[int]], opts: PrepareOptions, stats: ReadStats
-) -> list[int]:
-    """Indices of the pairs within the length limit and ratio; the others are counted."""
-    keep = []
-    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-        if len(s) > opts.max_len or len(t) > opts.max_len:
-            stats.skipped_long += 1
-        elif opts.max_ratio is not None and max(len(s), len(t)) > opts.max_ratio * max(
-            1, min(len(s), len(t))
-        ):
-            stats.skipped_ratio += 1
-        else:
-            keep.append(i)
-    return keep
-
-
-@dataclass
-class _SourceSide:
-    """A split's source lines in the chosen format: words, tags and word-level tree distances."""
-
-    words: list[list[str]]
-    tags: list[list[list[str]]]
-    omegas: list[np.ndarray] | None
-
-    def texts(self) -> list[str]:
-        return [" ".join(w) for w in self.words]
-
-
-def _read_source(
-    data_dir: Path, name: str, opts: PrepareOptions, lines: list[str], stats: ReadStats
-) -> _SourceSide:
-    fmt = opts.source
-    path = data_dir / f"{name}.{opts.src}"
-    words, tags = [], []
-    for line, number in zip(lines, stats.kept_lines, strict=True):
-        w, t = split_line(line, fmt, f"{path}:{number + 1}")
-        words.append(w)
-        tags.append(t)
-    omegas = None
-    if fmt.trees is not None:
-        tree_path = data_dir / f"{name}.{opts.src}.{fmt.trees}"
-        trees = read_word_trees(tree_path, fmt.trees)
-        if len(trees) <= max(stats.kept_lines, default=-1):
-            raise CorpusError(f"{tree_path}: {len(trees)} trees for the {path} lines")
-        omegas = []
-        for w, number in zip(words, stats.kept_lines, strict=True):
-            tree_words, omega = trees[number]
-            check_tree_words(w, tree_words, f"{tree_path}: tree {number + 1}")
-            omegas.append(omega)
-    return _SourceSide(words, tags, omegas)
-
-
-def _bracket_symbols(sides: list[_SourceSide]) -> list[str]:
-    """Linearised-tree tokens, kept whole by the subword model (tree-to-string input)."""
-    return sorted({w for side in sides for ws in side.words for w in ws if len(w) > 1 and w[0] in "()"})
 
 
 @dataclass
@@ -198,125 +167,243 @@ def _reused_vocabs(directory: Path, fmt: SourceFormat) -> ReusedVocabs:
     return ReusedVocabs(src, tgt, files)
 
 
-def _learn_vocabs(
-    train_src: list[str], train_tgt: list[str], opts: PrepareOptions, symbols: list[str], progress: Progress
-) -> tuple[Vocab, Vocab, bool]:
-    """BPE vocabularies learned on the training text: (source, target, shared)."""
-    learn = progress.add_task("learning BPE vocabulary", total=None)
-    size = opts.vocab_size or DEFAULT_VOCAB_SIZE
-    if opts.shared_vocab:
-        src_vocab = SentencePieceVocab.train(train_src + train_tgt, size, symbols=symbols)
-        tgt_vocab = src_vocab
-    else:
-        src_vocab = SentencePieceVocab.train(train_src, size, symbols=symbols)
-        tgt_vocab = SentencePieceVocab.train(train_tgt, size)
-    progress.update(learn, total=1, completed=1)
-    return src_vocab, tgt_vocab, bool(opts.shared_vocab)
-
-
 def _no_empty_split(name: str, pairs: int, where: str) -> None:
     """A split with no usable example would only fail later, at the first validation."""
     if pairs == 0:
         raise CorpusError(f"{where}: the {name} split has no usable examples (empty, or all lines skipped)")
 
 
-def prepare_text(
-    data_dir: Path, out: Path, opts: PrepareOptions, show_progress: bool = True, force: bool = False
-) -> dict:
-    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`;
-    `out` is replaced only if `prepare` wrote it before (or `force`)."""
+def _split_files(data_dir: Path, opts: PrepareOptions) -> dict[str, SplitFiles]:
+    """train, dev and (when there) test: their files, plain or compressed."""
     fmt = opts.source
-    names = [n for n in ("train", "dev", "test") if n != "test" or (data_dir / f"test.{opts.src}").exists()]
-    files = [data_dir / f"{n}.{side}" for n in names for side in (opts.src, opts.tgt)]
-    if fmt.trees is not None:
-        files += [data_dir / f"{n}.{opts.src}.{fmt.trees}" for n in names]
+    names = ["train", "dev"] + (["test"] if corpus_path(data_dir, f"test.{opts.src}").exists() else [])
+    return {
+        n: SplitFiles(
+            n,
+            corpus_path(data_dir, f"{n}.{opts.src}"),
+            corpus_path(data_dir, f"{n}.{opts.tgt}"),
+            data_dir / f"{n}.{opts.src}.{fmt.trees}" if fmt.trees is not None else None,
+        )
+        for n in names
+    }
+
+
+@dataclass
+class _Run:
+    """What every pass needs: the options, processes, chunk size and progress display."""
+
+    opts: PrepareOptions
+    workers: int
+    chunk_lines: int
+    progress: Progress
+    trees: dict[str, list[WordTree]] = field(default_factory=dict)  # per split, when given
+
+    def read_trees(self, splits: Iterable[SplitFiles]) -> None:
+        """The syntax trees of every split that has them (`--source-trees`), read whole: chunks
+        take the trees of their lines from them."""
+        fmt = self.opts.source
+        for s in splits:
+            if s.tree_file is not None and fmt.trees is not None:
+                self.trees[s.name] = read_word_trees(s.tree_file, fmt.trees)
+                s.tree_count = len(self.trees[s.name])
+
+    def chunks(self, files: SplitFiles, sample: BottomK | None = None) -> Iterator[ChunkJob]:
+        """The split's chunks as jobs, each with its trees and the sample's threshold then."""
+        trees = self.trees.get(files.name)
+        return (
+            make_job(chunk, trees, sample.threshold if sample is not None else ALL)
+            for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines)
+        )
+
+
+@dataclass
+class _Scan:
+    """Pass one over a split: its stats, the tree brackets and (per factor) tags it holds."""
+
+    stats: ReadStats
+    symbols: set[str]
+    tags: list[set[str]]
+
+
+def _scan(run: _Run, files: SplitFiles, sample: BottomK | None) -> _Scan:
+    """Check every line of a split; offer its pairs to `sample` (the training split's)."""
+    task = run.progress.add_task(f"checking {files.name}", total=None)
+    opts = run.opts
+    work = ScanChunk(files, opts.rules, opts.source, SAMPLE_SEED if sample is not None else None)
+    out = _Scan(ReadStats(), set(), [set() for _ in range(opts.source.factors)])
+    for found in ordered_map(work, run.chunks(files, sample), run.workers):
+        out.stats.add(found.stats)
+        out.symbols |= found.symbols
+        for mine, more in zip(out.tags, found.tags, strict=True):
+            mine |= more
+        if sample is not None:
+            sample.offer(found.keys, found.numbers, found.pairs)
+        run.progress.advance(task, found.stats.pairs)
+    return out
+
+
+@dataclass
+class _Vocabs:
+    src: Vocab
+    tgt: Vocab
+    shared: bool
+    tags: list[SymbolVocab]
+    sampled: int | None = None  # training pairs the vocabulary was learned from, if not all
+
+
+def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVocabs) -> _Vocabs:
+    """Learn the vocabularies from the sample of training pairs, or take the reused ones."""
+    opts = run.opts
+    tags = [SymbolVocab(sorted(found)) for found in scans["train"].tags]
+    if isinstance(source, ReusedVocabs):
+        run.progress.add_task(f"vocabulary from {opts.vocab_from}", total=1, completed=1)
+        return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, tags)
+    learn = run.progress.add_task("learning BPE vocabulary", total=None)
+    pairs = source.take()
+    src_lines, tgt_lines = [p[0] for p in pairs], [p[1] for p in pairs]
+    del pairs
+    sampled = len(src_lines) if len(src_lines) < scans["train"].stats.pairs else None
+    symbols = (
+        sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
+    )
+    size, count = opts.vocab_size or DEFAULT_VOCAB_SIZE, len(src_lines)
+    if opts.shared_vocab:
+        lines = chain(_drain(src_lines), _drain(tgt_lines))
+        src = tgt = SentencePieceVocab.train(lines, size, max(SPM_SENTENCES, 2 * count), symbols=symbols)
+    else:
+        sentences = max(SPM_SENTENCES, count)
+        src = SentencePieceVocab.train(_drain(src_lines), size, sentences, symbols=symbols)
+        tgt = SentencePieceVocab.train(_drain(tgt_lines), size, sentences)
+    run.progress.update(learn, total=1, completed=1)
+    return _Vocabs(src, tgt, bool(opts.shared_vocab), tags, sampled)
+
+
+def _drain(lines: list[str]) -> Iterator[str]:
+    """The lines, each let go of as it is handed over: sentencepiece keeps its own copy, so the
+    sample is not held twice while the vocabulary is learned."""
+    for i in range(len(lines)):
+        line, lines[i] = lines[i], ""
+        yield line
+
+
+def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pairs: int) -> dict:
+    """Encode a split chunk by chunk into `out` (the first chunk saved, the others appended);
+    the training split is length-filtered. Its report: pairs kept, skipped and why."""
+    opts = run.opts
+    task = run.progress.add_task(f"encoding {files.src.name}, {files.tgt.name}", total=pairs)
+    limits = (opts.max_len, opts.max_ratio) if files.name == "train" else None
+    work = EncodeChunk(files, opts.rules, opts.source, vocabs.src, vocabs.tgt, vocabs.tags, limits)
+    stats, kept = ReadStats(), 0
+    for i, done in enumerate(ordered_map(work, run.chunks(files), run.workers)):
+        (done.split.append_to if i else done.split.save)(out, files.name)
+        stats.add(done.stats)
+        kept += len(done.split)
+        run.progress.advance(task, done.stats.pairs)
+    join_appended(out, files.name)
+    if kept == 0:
+        raise CorpusError(
+            f"all {stats.pairs} training pairs were filtered out ({stats.skipped_long} longer "
+            f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
+            f"{opts.max_ratio}); loosen --max-len or --max-ratio"
+        )
+    return {
+        "pairs": kept,
+        "skipped_empty": stats.skipped_empty,
+        "skipped_too_long": stats.skipped_long,
+        "skipped_ratio": stats.skipped_ratio,
+        "skipped_control": stats.skipped_control,
+        "first_control": stats.first_control,
+        "tabs_replaced": stats.tabs_replaced,
+    }
+
+
+@contextlib.contextmanager
+def _progress(show: bool) -> Iterator[Progress]:
+    """The progress display, its lines kept when `prepare` succeeds; an error (or any exception)
+    clears it, so the command's `error:` line is all that is left, not a half-done "checking"."""
+    progress = Progress(disable=not show, transient=False)
+    progress.start()
+    try:
+        yield progress
+    except BaseException:
+        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
+        # prints a blank line to a file or pipe
+        progress.live.transient = True
+        progress.live.stop()
+        raise
+    progress.stop()
+
+
+def _input_files(
+    data_dir: Path, opts: PrepareOptions
+) -> tuple[dict[str, SplitFiles], list[Path], ReusedVocabs | None]:
+    """The splits' files, each checked to be there and readable, and the vocabularies reused with
+    --vocab-from: every file the content hash covers."""
+    splits = _split_files(data_dir, opts)
+    files = [f for s in splits.values() for f in (s.src, s.tgt)]
+    files += [s.tree_file for s in splits.values() if s.tree_file is not None]
     for f in files:
         require_corpus_file(f, " (expected train.*, dev.* and optional test.* files)")
-    reused = _reused_vocabs(Path(opts.vocab_from), fmt) if opts.vocab_from is not None else None
-    if reused is not None:
-        files += reused.files
-    digest = content_hash(files, asdict(opts))
+    reused = _reused_vocabs(Path(opts.vocab_from), opts.source) if opts.vocab_from is not None else None
+    return splits, files + (reused.files if reused is not None else []), reused
+
+
+def _write_splits(
+    run: _Run, out: Path, splits: dict[str, SplitFiles], scans: dict[str, _Scan], vocabs: _Vocabs, digest: str
+) -> dict:
+    """Pass two over every split into `out`, then the vocabularies and meta.json; the report of
+    each split (pairs kept, skipped and why)."""
+    reports = {n: _encode_split(run, out, s, vocabs, scans[n].stats.pairs) for n, s in splits.items()}
+    if vocabs.sampled is not None:
+        reports["train"]["vocab_sample"] = vocabs.sampled
+    fmt = run.opts.source
+    meta = {
+        "hash": digest,
+        "data_kind": "text",
+        "options": run.opts.recorded(),
+        "source": fmt,
+        "factors": fmt.factors,
+        "report": reports,
+    }
+    extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(vocabs.tags)}
+    sizes = {name: r["pairs"] for name, r in reports.items()}
+    finish_dataset(out, sizes, vocabs.src, None if vocabs.shared else vocabs.tgt, meta, extra_vocabs)
+    return reports
+
+
+def prepare_text(
+    data_dir: Path,
+    out: Path,
+    opts: PrepareOptions,
+    show_progress: bool = True,
+    force: bool = False,
+    workers: int | None = None,
+    chunk_lines: int = CHUNK_LINES,
+) -> dict:
+    """Build (or confirm up to date) the dataset for `data_dir/{train,dev,test}.{src,tgt}`
+    (each plain or compressed); `out` is replaced only if `prepare` wrote it before (or `force`).
+    `workers` processes (default: the cores available) share the work; the output is the same."""
+    splits, files, reused = _input_files(data_dir, opts)
+    digest = content_hash(files, opts.recorded())
     if is_up_to_date(out, digest):
         return {"up_to_date": True, "out": str(out)}
     inputs = _inputs(data_dir, files, force)
     check_output_dir(out, "prepare", inputs, force)
-    report: dict = {"up_to_date": False, "out": str(out), "splits": {}}
-    texts = {
-        n: read_parallel(
-            data_dir / f"{n}.{opts.src}", data_dir / f"{n}.{opts.tgt}", opts.empty, opts.tabs, opts.control
-        )
-        for n in names
-    }
-    for name, (_, tgt, _) in texts.items():
-        _no_empty_split(name, len(tgt), f"{data_dir / name}.{{{opts.src},{opts.tgt}}}")
-    plain = fmt.format == "text" and not fmt.by_word
-    sources = {} if plain else {n: _read_source(data_dir, n, opts, t[0], t[2]) for n, t in texts.items()}
-    src_texts = {n: t[0] if plain else sources[n].texts() for n, t in texts.items()}
-    with Progress(disable=not show_progress, transient=False) as progress:
-        train_src, train_tgt = src_texts["train"], texts["train"][1]
-        symbols = _bracket_symbols(list(sources.values())) if fmt.format == "tree" else []
-        if reused is not None:
-            src_vocab, tgt_vocab, shared = reused.src, reused.tgt or reused.src, reused.tgt is None
-        else:
-            src_vocab, tgt_vocab, shared = _learn_vocabs(train_src, train_tgt, opts, symbols, progress)
-        tag_vocabs = [
-            SymbolVocab(sorted({t for tags in sources["train"].tags for t in tags[k]}))
-            for k in range(fmt.factors)
-        ]
-        splits = {}
-        for name, (_, tgt, stats) in texts.items():
-            annotations = None
-            if fmt.by_word:
-                side = sources[name]
-                encoded = [
-                    encode_source(src_vocab, w, t, tag_vocabs, o)
-                    for w, t, o in zip(
-                        side.words, side.tags, side.omegas or [None] * len(side.words), strict=True
-                    )
-                ]
-                src_ids, annotations = [e[0] for e in encoded], [e[1] for e in encoded]
-            else:
-                src_ids = _encode(src_vocab, src_texts[name], progress, f"encoding {name}.{opts.src}")
-            tgt_ids = _encode(tgt_vocab, tgt, progress, f"encoding {name}.{opts.tgt}")
-            if name == "train":
-                keep = _length_filter(src_ids, tgt_ids, opts, stats)
-                if not keep:
-                    raise CorpusError(
-                        f"all {len(src_ids)} training pairs were filtered out ({stats.skipped_long} longer "
-                        f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
-                        f"{opts.max_ratio}); loosen --max-len or --max-ratio"
-                    )
-                src_ids, tgt_ids = [src_ids[i] for i in keep], [tgt_ids[i] for i in keep]
-                annotations = [annotations[i] for i in keep] if annotations is not None else None
-            splits[name] = Split.from_lists(src_ids, tgt_ids, annotations)
-            report["splits"][name] = {
-                "pairs": len(src_ids),
-                "skipped_empty": stats.skipped_empty,
-                "skipped_too_long": stats.skipped_long,
-                "skipped_ratio": stats.skipped_ratio,
-                "skipped_control": stats.skipped_control,
-                "first_control": stats.first_control,
-                "tabs_replaced": stats.tabs_replaced,
-            }
-    meta = {
-        "hash": digest,
-        "data_kind": "text",
-        "options": asdict(opts),
-        "source": fmt,
-        "factors": fmt.factors,
-        "report": report["splits"],
-    }
-    extra_vocabs = {f"src.factor{k}": v for k, v in enumerate(tag_vocabs)}
-    write_dataset(
-        out,
-        splits,
-        src_vocab,
-        None if shared else tgt_vocab,
-        meta,
-        vocabs=extra_vocabs,
-        inputs=inputs,
-        force=force,
-    )
+    report: dict = {"up_to_date": False, "out": str(out), "splits": {}, "seconds": {}}
+    with _progress(show_progress) as progress:
+        run = _Run(opts, workers or available_cores(), chunk_lines, progress)
+        run.read_trees(splits.values())
+        clock = time.perf_counter()
+        sample = BottomK(opts.vocab_sample) if reused is None else None
+        scans = {n: _scan(run, s, sample if n == "train" else None) for n, s in splits.items()}
+        for name, scan in scans.items():
+            _no_empty_split(name, scan.stats.pairs, f"{data_dir / name}.{{{opts.src},{opts.tgt}}}")
+        report["seconds"]["checking"], clock = time.perf_counter() - clock, time.perf_counter()
+        vocabs = _vocabularies(run, scans, reused or sample)
+        report["seconds"]["vocabulary"], clock = time.perf_counter() - clock, time.perf_counter()
+        with atomic_directory(out, "prepare", inputs, force) as tmp:
+            report["splits"] = _write_splits(run, tmp, splits, scans, vocabs, digest)
+        report["seconds"]["encoding"] = time.perf_counter() - clock
     return report
 
 

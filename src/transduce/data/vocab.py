@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -50,11 +51,20 @@ class SentencePieceVocab:
         self.proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its model (for worker processes); the processor is rebuilt from it."""
+        return (SentencePieceVocab, (self.proto,))
+
     @classmethod
     def train(
-        cls, lines: list[str], size: int, seed_sentences: int = 2_000_000, symbols: list[str] | None = None
+        cls,
+        lines: Iterable[str],
+        size: int,
+        seed_sentences: int = 2_000_000,
+        symbols: list[str] | None = None,
     ) -> SentencePieceVocab:
-        """`symbols` are kept as single pieces (e.g. the bracket tokens of linearised trees)."""
+        """`symbols` are kept as single pieces (e.g. the bracket tokens of linearised trees);
+        sentencepiece samples `seed_sentences` of the lines if there are more."""
         import io
 
         buffer = io.BytesIO()
@@ -70,7 +80,9 @@ class SentencePieceVocab:
         return cls(buffer.getvalue())
 
     @staticmethod
-    def _train(lines: list[str], size: int, seed_sentences: int, buffer: object, symbols: list[str]) -> None:
+    def _train(
+        lines: Iterable[str], size: int, seed_sentences: int, buffer: object, symbols: list[str]
+    ) -> None:
         spm.SentencePieceTrainer.train(
             user_defined_symbols=symbols,
             sentence_iterator=iter(lines),
@@ -132,6 +144,9 @@ class MarianVocab:
         self.ours = {m: o for o, m in enumerate(perm) if o != BOS}  # marian -> ours
         self.names = {i: p for p, i in pieces.items()}
         self.unk = self.ours[perm[UNK]]
+
+    def __reduce__(self) -> tuple:
+        return (MarianVocab, (self.proto, self.pieces, self.perm))
 
     def __len__(self) -> int:
         return len(self.perm)

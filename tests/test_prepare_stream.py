@@ -1,0 +1,304 @@
+"""`prepare` streams (issue 50): chunks, worker processes, compressed input and the vocabulary
+sample give the dataset the in-memory `prepare` gave, and bad input is still named by file:line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+from pool_jobs import die, square
+from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
+from typer.testing import CliRunner
+
+from transduce.cli import app
+from transduce.data.corpus import CorpusError, LineRules, aligned_chunks, clean_chunk, read_lines
+from transduce.data.dataset import Split, join_appended
+from transduce.data.pool import WorkerError, ordered_map
+from transduce.data.prepare import PrepareOptions, prepare_text
+from transduce.data.sampling import BottomK, sample_keys
+from transduce.data.source import SourceAnnotation
+from transduce.data.vocab import SentencePieceVocab
+
+
+def _prepare(tmp: Path, case: str, workers: int, chunk_lines: int) -> dict[str, str]:
+    corpus, options = CASES[case]
+    folder = tmp / case
+    folder.mkdir()
+    corpus(folder)
+    out = tmp / f"{case}-data"
+    opts = PrepareOptions("src", "tgt", **options)
+    prepare_text(
+        Path(case), Path(out.name), opts, show_progress=False, workers=workers, chunk_lines=chunk_lines
+    )
+    return digests(out)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chunks_of_a_few_lines_give_the_bytes_of_the_whole(tmp_path, monkeypatch, case):
+    """Seven lines a chunk: the dirty lines, the filtered pairs and the trees fall in several."""
+    monkeypatch.chdir(tmp_path)
+    assert _prepare(tmp_path, case, workers=1, chunk_lines=7) == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", ["plain-shared", "factors-tree-file"])
+def test_two_worker_processes_give_the_bytes_of_one(tmp_path, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    assert _prepare(tmp_path, case, workers=2, chunk_lines=7) == EXPECTED[case]
+
+
+def test_an_error_in_a_worker_names_its_file_and_line(tmp_path):
+    plain_corpus(tmp_path)
+    lines = (tmp_path / "train.tgt").read_bytes().split(b"\n")
+    lines[40] = b"bad \xff byte"
+    (tmp_path / "train.tgt").write_bytes(b"\n".join(lines))
+    opts = PrepareOptions("src", "tgt", vocab_size=360)
+    with pytest.raises(CorpusError, match=r"train\.tgt:41: invalid UTF-8"):
+        prepare_text(tmp_path, tmp_path / "out", opts, show_progress=False, workers=2, chunk_lines=6)
+    assert not (tmp_path / "out").exists()
+
+
+def test_workers_give_results_in_order_and_their_errors_and_deaths_are_raised():
+    assert list(ordered_map(square, range(5), 2)) == [0, 1, 4, 9, 16]
+    with pytest.raises(CorpusError, match="job 5 is bad"):
+        list(ordered_map(square, range(9), 2))
+    with pytest.raises(WorkerError, match="a worker process ended without its result"):
+        list(ordered_map(die, range(4), 2))
+
+
+def _compress(path: Path, kind: str) -> None:
+    data = path.read_bytes()
+    if kind == "gz":
+        packed = gzip.compress(data)
+    elif kind == "xz":
+        packed = lzma.compress(data)
+    else:  # two frames, as pzstd and concatenated files have
+        half = len(data) // 2
+        packed = zstandard.compress(data[:half]) + zstandard.compress(data[half:])
+    path.with_name(f"{path.name}.{kind}").write_bytes(packed)
+    path.unlink()
+
+
+@pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
+def test_compressed_corpora_are_read_directly(tmp_path, kind):
+    opts = PrepareOptions("src", "tgt", vocab_size=360, max_len=40)
+    for name in ("plain", "packed"):
+        (tmp_path / name).mkdir()
+        plain_corpus(tmp_path / name)
+    for path in (tmp_path / "packed").iterdir():
+        _compress(path, kind)
+    plain = prepare_text(tmp_path / "plain", tmp_path / "a", opts, False, workers=1, chunk_lines=7)
+    packed = prepare_text(tmp_path / "packed", tmp_path / "b", opts, False, workers=1, chunk_lines=7)
+    arrays_and_vocab = {k: v for k, v in digests(tmp_path / "a").items() if k != "meta.json"}
+    assert {k: v for k, v in digests(tmp_path / "b").items() if k != "meta.json"} == arrays_and_vocab
+    assert packed["splits"]["train"]["first_control"].endswith(
+        f"train.src.{kind}:32: contains control character U+0096"
+    )
+    assert packed["splits"]["dev"] == plain["splits"]["dev"]
+
+
+def test_line_counts_are_compared_to_the_end_of_both_files(tmp_path):
+    (tmp_path / "a").write_text("".join(f"{i}\n" for i in range(7)))
+    (tmp_path / "b").write_text("".join(f"{i}\n" for i in range(4)) + "last line without newline")
+    with pytest.raises(CorpusError, match=r"a has 7 lines, .*b has 5"):
+        list(aligned_chunks(tmp_path / "a", tmp_path / "b", 2))
+
+
+@pytest.mark.parametrize("text", [b"\xef\xbb\xbf", b"\xef\xbb\xbf\n", b"\xef\xbb\xbfa\r\nb", b"", b"\n\n"])
+def test_chunks_hold_the_lines_read_lines_gives(tmp_path, text):
+    (tmp_path / "a").write_bytes(text)
+    chunks = list(aligned_chunks(tmp_path / "a", tmp_path / "a", 1))
+    expected = read_lines(tmp_path / "a")
+    assert [c.src.decode().removesuffix("\n").removesuffix("\r") for c in chunks] == expected
+
+
+def _splitmix64(seed: int, number: int) -> int:
+    """The reference SplitMix64 (Steele, Lea and Flood 2014): the state advanced number + 1
+    times from seed * the second multiplier, then mixed; in Python integers, no numpy."""
+    mask = (1 << 64) - 1
+    z = (seed * 0x94D049BB133111EB + (number + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_sample_keys_are_splitmix64():
+    numbers = np.array([0, 1, 2, 12345, 2**40 + 7])
+    for seed in (0, 3):
+        assert sample_keys(numbers, seed).tolist() == [_splitmix64(seed, int(n)) for n in numbers]
+
+
+def test_bottom_k_is_the_smallest_keys_however_the_stream_is_cut():
+    rng = np.random.default_rng(0)
+    numbers = np.sort(rng.choice(100_000, 5000, replace=False))  # kept lines: some skipped
+    keys = sample_keys(numbers, 0)
+    expected = sorted(numbers[np.argsort(keys)[:300]].tolist())
+    sample = BottomK(300)
+    start = 0
+    while start < len(numbers):
+        end = start + int(rng.integers(1, 400))
+        k, n = keys[start:end], numbers[start:end]
+        picked = k <= sample.threshold
+        sample.offer(k[picked], n[picked], [(int(x),) for x in n[picked]])
+        start = end
+    assert [p[0] for p in sample.take()] == expected
+    small = BottomK(10_000)
+    small.offer(keys, numbers, [(int(x),) for x in numbers])
+    assert [p[0] for p in small.take()] == numbers.tolist()  # all of a short stream, in order
+
+
+def test_the_vocabulary_is_learned_from_the_sample(tmp_path, monkeypatch):
+    """The sampled vocabulary is the one sentencepiece learns from the 40 kept training pairs of
+    smallest SplitMix64 key (computed here from the line numbers alone), for any chunking."""
+    monkeypatch.chdir(tmp_path)
+    Path("c").mkdir()
+    plain_corpus(Path("c"))
+    opts = PrepareOptions("src", "tgt", vocab_size=360, vocab_sample=40)
+    a = prepare_text(Path("c"), Path("a"), opts, show_progress=False, workers=1, chunk_lines=5)
+    prepare_text(Path("c"), Path("b"), opts, show_progress=False, workers=1, chunk_lines=1000)
+    assert digests(Path("a")) == digests(Path("b"))
+    meta = json.loads(Path("a/meta.json").read_text())
+    assert meta["options"]["vocab_sample"] == 40 and meta["report"]["train"]["vocab_sample"] == 40
+    assert a["splits"]["train"]["vocab_sample"] == 40
+    src = (Path("c") / "train.src").read_bytes().removeprefix(b"\xef\xbb\xbf").decode().split("\n")[:-1]
+    tgt = (Path("c") / "train.tgt").read_text().split("\n")[:-1]
+    kept = [
+        i
+        for i, (s, t) in enumerate(zip(src, tgt, strict=True))
+        if s.strip()
+        and t.strip()
+        and not any((ord(c) < 32 and c != "\t") or 127 <= ord(c) < 160 for c in s + t)
+    ]
+    chosen = sorted(sorted(kept, key=lambda i: _splitmix64(0, i))[:40])
+    lines = [src[i].replace("\t", " ") for i in chosen] + [tgt[i].replace("\t", " ") for i in chosen]
+    expected = SentencePieceVocab.train(lines, 360)
+    assert Path("a/src.spm").read_bytes() == expected.proto
+    whole = PrepareOptions("src", "tgt", vocab_size=360, vocab_sample=10**9)
+    prepare_text(Path("c"), Path("d"), whole, show_progress=False)
+    prepare_text(Path("c"), Path("e"), PrepareOptions("src", "tgt", vocab_size=360), show_progress=False)
+    assert Path("d/src.spm").read_bytes() == Path("e/src.spm").read_bytes() != expected.proto
+
+
+def _chunk(rng: np.random.Generator, pairs: int) -> Split:
+    src = [rng.integers(4, 99, rng.integers(1, 6)).tolist() for _ in range(pairs)]
+    tgt = [rng.integers(4, 99, rng.integers(1, 6)).tolist() for _ in range(pairs)]
+    notes = [
+        SourceAnnotation(rng.integers(0, 9, (2, len(s))), rng.integers(0, 9, (len(s), len(s)))) for s in src
+    ]
+    return Split.from_lists(src, tgt, notes)
+
+
+def test_a_split_saved_in_chunks_is_the_split_saved_whole(tmp_path):
+    rng = np.random.default_rng(1)
+    chunks = [_chunk(rng, n) for n in (0, 3, 1, 0, 5)]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    chunks[0].save(tmp_path / "a", "train")
+    for chunk in chunks[1:]:
+        chunk.append_to(tmp_path / "a", "train")
+    join_appended(tmp_path / "a", "train")
+    whole = Split(
+        np.concatenate([c.src_tokens for c in chunks]),
+        _offsets([c.src_offsets for c in chunks]),
+        np.concatenate([c.tgt_tokens for c in chunks]),
+        _offsets([c.tgt_offsets for c in chunks]),
+        np.concatenate([c.src_factors for c in chunks if c.src_factors is not None], axis=1),
+        np.concatenate([c.omega for c in chunks if c.omega is not None]),
+        _offsets([c.omega_offsets for c in chunks if c.omega_offsets is not None]),
+    )
+    whole.save(tmp_path / "b", "train")
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+
+
+def _offsets(parts: list[np.ndarray]) -> np.ndarray:
+    """Offsets of chunks laid end to end, from their lengths."""
+    lengths = np.concatenate([np.diff(p) for p in parts])
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def test_prepare_cli_takes_workers_and_a_vocabulary_sample(tmp_path):
+    plain_corpus(tmp_path)
+    args = ["prepare", str(tmp_path), "--vocab-size", "360", "--vocab-sample", "30"]
+    one = CliRunner().invoke(app, [*args, "--workers", "1", "-o", str(tmp_path / "one")])
+    two = CliRunner().invoke(app, [*args, "--workers", "2", "-o", str(tmp_path / "two")])
+    assert one.exit_code == two.exit_code == 0, one.output + two.output
+    assert digests(tmp_path / "one") == digests(tmp_path / "two")
+    assert json.loads((tmp_path / "one" / "meta.json").read_text())["report"]["train"]["vocab_sample"] == 30
+
+
+TRICKY = [
+    "plain words",
+    " leading space",
+    "trailing space ",
+    "",
+    "   ",
+    "\u3000",  # an ideographic space: whitespace, so the line is blank
+    "a\u00a0b",  # a no-break space inside a line
+    "tab\there",
+    "bell\x07",
+    "dash \u0096 from cp1252",
+    "del\x7f",
+    "carriage\rreturn",
+    "ends with a carriage return\r",
+    "größe straße 😀",
+    "\u0085next line",
+]
+
+
+def _lines(path: Path) -> list[str]:
+    """A file's lines as the previous `read_lines` split them: on newlines, one trailing newline
+    allowed, then a CR at the end of each removed."""
+    raw = path.read_bytes().split(b"\n")
+    return [line.decode().removesuffix("\r") for line in (raw[:-1] if raw[-1] == b"" else raw)]
+
+
+def _reference(src: list[str], tgt: list[str]) -> tuple[list[str], list[str], list[int], tuple]:
+    """What the per-line reading of the previous `read_parallel` kept and counted (tabs replaced,
+    control characters found with unicodedata, blank sides skipped)."""
+    import unicodedata
+
+    kept_src, kept_tgt, numbers, counts = [], [], [], [0, 0, 0]
+    for number, (s, t) in enumerate(zip(src, tgt, strict=True)):
+        counts[0] += ("\t" in s) + ("\t" in t)
+        s, t = s.replace("\t", " "), t.replace("\t", " ")
+        if any(unicodedata.category(c) == "Cc" for c in s + t):
+            counts[1] += 1
+        elif not s.strip() or not t.strip():
+            counts[2] += 1
+        else:
+            kept_src.append(s)
+            kept_tgt.append(t)
+            numbers.append(number)
+    return kept_src, kept_tgt, numbers, tuple(counts)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_clean_chunks_keep_and_count_what_line_by_line_reading_did(tmp_path, seed):
+    """Chunks taken whole (no tab, control or blank line in sight) and chunks looked at line by
+    line give what the per-line reading gave, CRLF line ends and a missing last newline included."""
+    rng = np.random.default_rng(seed)
+    pool = TRICKY if seed % 2 else [TRICKY[i] for i in (0, 2, 6, 13)]  # half the time, clean lines
+    src, tgt = ([pool[i] for i in rng.integers(0, len(pool), 12)] for _ in range(2))
+    end = "\r\n" if seed % 3 == 0 else "\n"
+    for name, lines in (("a", src), ("b", tgt)):
+        last = "" if seed % 5 == 0 and lines[-1] else end  # a last line without its newline
+        (tmp_path / name).write_bytes((end.join(lines) + last).encode())
+    kept_src, kept_tgt, numbers, counts = [], [], [], [0, 0, 0]
+    for chunk in aligned_chunks(tmp_path / "a", tmp_path / "b", int(rng.integers(1, 13))):
+        clean = clean_chunk(chunk, tmp_path / "a", tmp_path / "b", LineRules())
+        kept_src += clean.src
+        kept_tgt += clean.tgt
+        numbers += clean.numbers
+        stats = clean.stats
+        counts = [
+            counts[0] + stats.tabs_replaced,
+            counts[1] + stats.skipped_control,
+            counts[2] + stats.skipped_empty,
+        ]
+    assert (kept_src, kept_tgt, numbers, tuple(counts)) == _reference(
+        _lines(tmp_path / "a"), _lines(tmp_path / "b")
+    )
