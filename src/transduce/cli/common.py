@@ -251,7 +251,7 @@ EngineOption = Annotated[
         "--engine",
         metavar=one_of(ENGINES),
         help="What decodes: torch (our PyTorch model: every model kind, ensembles, syntax-aware and "
-        "factored inputs) or ctranslate2 (CTranslate2, several times faster on the CPU: plain "
+        "factored inputs) or ctranslate2 (CTranslate2, for plain "
         "Transformer encoder-decoders; the checkpoint is exported on first use into a cache beside "
         "its weights, or give an export directory). Its beam search divides log P by |Y|^alpha "
         "where ours divides by ((5 + |Y|) / 6)^alpha (--alpha 0 makes them equal); scores are "

@@ -17,9 +17,10 @@ How our settings map onto `translate_batch`, and where they cannot be the same:
   hypotheses cut at it are finished candidates that can beat an output ending later, so an
   output found under a longer limit is not what the sentence's own limit gives, even when it
   fits. Greedy search and sampling make one call per batch with its longest limit (a greedy
-  output within a sentence's limit is the same under it); a greedy output longer than its
-  sentence's limit is searched again with it, a sample cut to it and rescored (a cut sample is
-  distributed as one drawn under the limit).
+  output within a sentence's limit is the same under it); an output longer than its sentence's
+  limit is cut to it and rescored (`score_batch`): a greedy output's first tokens are what its
+  own limit gives, a cut sample is distributed as one drawn under the limit. Under a shortlist
+  (whose probabilities `score_batch` does not restrict) a greedy output is searched again.
 - scores: ours, log P (prefix and EOS included) / ((5 + |Y|) / 6)^alpha for beam search, log P for
   greedy search and samples, computed from CTranslate2's score (log P after the prefix /
   |Y|^alpha, |Y| counting EOS) and, with a prefix, the prefix's log-probability (`score_batch`).
@@ -382,10 +383,8 @@ class CTranslate2Engine:
             )
         found = self._translate(batch, greedy, max(batch.limits))
         over = [j for j, outputs in enumerate(found) if any(f.steps > batch.limits[j] for f in outputs)]
-        if batch.options.sample:
-            for j in over:
-                found[j] = self._cut(batch, j, found[j])
-            return found
+        if batch.options.sample or not self.use_vmap:  # a greedy output's first tokens are its own limit's
+            return self._cut(batch, over, found)
         return self._under_own_limits(batch, greedy, over, found)
 
     def _under_own_limits(
@@ -481,18 +480,18 @@ class CTranslate2Engine:
                 values[j] = float(sum(log_probs[:-1]))  # not the EOS that score_batch adds
         return values
 
-    def _cut(self, batch: Batch, j: int, samples: list[Found]) -> list[Found]:
-        """Samples of source j cut to its length limit, rescored (their first tokens are drawn as
-        under that limit)."""
-        limit, kept = batch.limits[j], []
-        for sample in samples:
-            if sample.steps <= limit:
-                kept.append(sample)
-                continue
-            tokens = sample.tokens[:limit]
-            log_probs = self._score_rows([batch.sources[j]], [tokens])[0]
-            kept.append(Found(tokens, False, float(sum(log_probs[:-1]))))
-        return kept
+    def _cut(self, batch: Batch, rows: list[int], found: list[list[Found]]) -> list[list[Found]]:
+        """`found` with the outputs of `rows` that ran past their source's length limit cut to it
+        and rescored, in one `score_batch` (their first tokens are searched or drawn as under
+        that limit)."""
+        cuts = [(j, i) for j in rows for i, f in enumerate(found[j]) if f.steps > batch.limits[j]]
+        if not cuts:
+            return found
+        targets = [found[j][i].tokens[: batch.limits[j]] for j, i in cuts]
+        scored = self._score_rows([batch.sources[j] for j, _ in cuts], targets)
+        for (j, i), tokens, log_probs in zip(cuts, targets, scored, strict=True):
+            found[j][i] = Found(tokens, False, float(sum(log_probs[:-1])))
+        return found
 
     def _score_rows(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
         """score_batch: per pair each target token's log-probability, then EOS's."""
