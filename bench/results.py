@@ -255,6 +255,35 @@ def end_to_end(records: Path) -> Lines:
     ]
 
 
+def engines(records: Path) -> Lines:
+    """`--engine torch` against `--engine ctranslate2`, through the same pipeline (the model and
+    sentences: the record's setup, bench/decode/engines.py)."""
+    record = newest(records, "decode", "engines")
+    rows = by(record["rows"], "search", "engine")
+    table = [
+        {
+            "search": search,
+            "torch": rows[(search, "torch")]["sentences_per_s"],
+            "ctranslate2": rows[(search, "ctranslate2")]["sentences_per_s"],
+            "ratio": ratio(rows[(search, "ctranslate2")]["speedup"]),
+            "same": rows[(search, "ctranslate2")]["same_as_torch"],
+        }
+        for search in dict.fromkeys(r["search"] for r in record["rows"])
+    ]
+    columns = {
+        "search": "search (alpha 0)",
+        "torch": "torch sentences/s",
+        "ctranslate2": "ctranslate2 sentences/s",
+        "ratio": "ctranslate2 / torch",
+        "same": "same outputs",
+    }
+    return [
+        "## Engines: `--engine torch` vs `--engine ctranslate2` (CPU, 1 thread, float32)",
+        *markdown_table(table, columns),
+        *provenance(record, "decoding"),
+    ]
+
+
 def quantize(records: Path) -> Lines:
     """What int8 decoding costs in quality."""
     record = newest(records, "decode", "quantize")
@@ -574,6 +603,7 @@ SECTIONS: list[Callable[[Path], Lines]] = [
     domain,
     decoding_speed,
     end_to_end,
+    engines,
     quantize,
     cpu_training,
     data_at_scale,

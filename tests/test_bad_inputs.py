@@ -569,12 +569,112 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
 ]
 
 
+def shortlist_file(run: Path, tmp: Path) -> str:
+    result = CliRunner().invoke(app, ["shortlist", str(run / "data"), "-o", str(tmp / "short.txt")])
+    assert result.exit_code == 0, result.output
+    return str(tmp / "short.txt")
+
+
+def corrupt_export(run: Path, tmp: Path) -> list[str]:
+    """An export directory whose model.bin was damaged after it was written."""
+    out = tmp / "exported"
+    CliRunner().invoke(app, ["export", str(run), "--format", "ctranslate2", "-o", str(out)])
+    with (out / "model.bin").open("r+b") as model:
+        model.seek(100)
+        model.write(b"\0" * 16)
+    return ["translate", str(out), "--engine", "ctranslate2"]
+
+
+def foreign_cache(run: Path, tmp: Path) -> list[str]:
+    """A checkpoint holding, where its CTranslate2 export would be cached, a folder of the user's."""
+    from transduce.interop.ctranslate2_engine import cache_folder
+    from transduce.store.load import load_reader
+
+    ckpt = checkpoint_copy(run, tmp)
+    folder = cache_folder(load_reader(ckpt), "float32")
+    shutil.rmtree(folder, ignore_errors=True)  # an export that an earlier row cached
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")  # test_data_safety checks it is kept
+    return ["translate", str(ckpt), "--engine", "ctranslate2"]
+
+
+ENGINE_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
+    (
+        "--engine with an unknown engine",
+        lambda r, t: ["translate", str(r), "--engine", "onnx"],
+        "--engine 'onnx': allowed: torch, ctranslate2",
+    ),
+    (
+        "--engine ctranslate2 with a Universal Transformer with ACT",
+        lambda r, t: [
+            "translate",
+            str(train_tiny(t / "ut", 2, "model.arch=universal", "model.act=true")),
+            "--engine",
+            "ctranslate2",
+        ],
+        "CTranslate2 cannot hold model.arch=universal (only arch=transformer: no shared recurrent layers); "
+        "model.act (adaptive computation time); decode it with --engine torch",
+    ),
+    (
+        "--engine ctranslate2 with a classifier",
+        lambda r, t: ["translate", str(classifier(t)), "--engine", "ctranslate2"],
+        "CTranslate2 cannot hold model.kind=encoder (only encoder-decoder models)",
+    ),
+    (
+        "--engine ctranslate2 with an ensemble",
+        lambda r, t: ["translate", str(r), str(r), "--engine", "ctranslate2"],
+        "--engine ctranslate2 decodes one model; an ensemble of several decodes with --engine torch",
+    ),
+    (
+        "--engine ctranslate2 with --src-trees",
+        lambda r, t: [
+            "translate",
+            str(r),
+            "--engine",
+            "ctranslate2",
+            "--src-trees",
+            lines(t, "s", "(S 1)\n"),
+        ],
+        "--src-trees needs --engine torch",
+    ),
+    (
+        "--engine ctranslate2 with --static-cache",
+        lambda r, t: ["evaluate", str(r), "--split", "dev", "--engine", "ctranslate2", "--static-cache"],
+        "--static-cache needs --engine torch",
+    ),
+    (
+        "--engine ctranslate2 with --prefix and --shortlist",
+        lambda r, t: [
+            "translate",
+            str(r),
+            "--engine",
+            "ctranslate2",
+            "-i",
+            lines(t, "i", "1 2\n"),
+            "--prefix",
+            lines(t, "p", "1\n"),
+            "--shortlist",
+            shortlist_file(r, t),
+        ],
+        "--prefix with --shortlist: forced prefixes with a shortlist need the torch engine",
+    ),
+    ("--engine ctranslate2 given a corrupt export", corrupt_export, "model.bin: corrupt or truncated"),
+    (
+        "--engine ctranslate2 where the user's folder holds the cache's name",
+        foreign_cache,
+        "holds files that no export wrote (left as they are); move them, or export the checkpoint elsewhere",
+    ),
+]
+
+
 def _without(ckpt: Path, name: str) -> Path:
     (ckpt / name).unlink()
     return ckpt
 
 
-@pytest.mark.parametrize(("build", "fragment"), [(b, f) for _, b, f in ROWS], ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("build", "fragment"), [(b, f) for _, b, f in ROWS + ENGINE_ROWS], ids=[r[0] for r in ROWS + ENGINE_ROWS]
+)
 def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment):
     result = CliRunner().invoke(app, build(run, tmp_path), input="1 2\n")
     assert result.exit_code == 2, result.output
@@ -679,6 +779,7 @@ def choice_options() -> list[tuple[list[str], str, tuple[str, ...]]]:
     every option whose values are a closed set."""
     from typing import get_args
 
+    from transduce.choices import ENGINES
     from transduce.cli.conversion import EXPORT_FORMATS
     from transduce.config import TaskName
     from transduce.data.prepare import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
@@ -688,6 +789,7 @@ def choice_options() -> list[tuple[list[str], str, tuple[str, ...]]]:
     from transduce.store.load import QUANTIZE
 
     rows = [([c], "--quantize", QUANTIZE) for c in ("translate", "evaluate", "score", "serve")]
+    rows += [([c], "--engine", ENGINES) for c in ("translate", "evaluate", "score", "serve")]
     rows += [(["prepare"], "--empty", EMPTY_PAIRS), (["prepare"], "--tabs", TABS)]
     rows += [(["prepare"], "--control", CONTROL_CHARACTERS), (["prepare"], "--source-format", SOURCE_FORMATS)]
     rows += [

@@ -207,7 +207,7 @@ def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
 
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
-    import transduce.serve.scheduler as serve_module
+    import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
 
     real = serve_module.decode_all
 
@@ -285,7 +285,7 @@ def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
-    import transduce.serve.scheduler as serve_module
+    import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
 
     real = serve_module.decode_all
 

@@ -14,7 +14,7 @@ from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
 
-import transduce.serve.scheduler as serve_module
+import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
 from transduce.cli import app as cli
 from transduce.decode.translate import decode_all
 from transduce.serve import Limits, create_app

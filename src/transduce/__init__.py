@@ -85,17 +85,35 @@ def fit(
 
 
 def load(
-    path: str | Path, *, device: str = "auto", quantize: str = "none", threads: int | None = None
+    path: str | Path,
+    *,
+    device: str = "auto",
+    quantize: str = "none",
+    threads: int | None = None,
+    engine: str = "torch",
 ) -> LoadedModel:
     """A checkpoint, or a run directory's best checkpoint, ready to decode (as `transduce translate`
     loads it): on `device` (`auto`: the first CUDA device when there is one, else the CPU), on the
     CPU with its weights packed for oneDNN or, with `quantize="int8"`, quantised; `threads` sets
-    PyTorch's CPU threads. A list of loaded models decodes as their ensemble."""
+    PyTorch's CPU threads. A list of loaded models decodes as their ensemble.
+
+    `engine="ctranslate2"` decodes with CTranslate2 instead (`pip install ctranslate2`): the
+    checkpoint is exported on first use into a cache beside its weights (`path` may also be an
+    export directory), `threads` are CTranslate2's and `quantize="int8"` its int8 weights.
+    Ensembles, syntax-aware and factored models, Universal Transformers and the other model
+    kinds decode with `engine="torch"` only."""
     from pathlib import Path
 
+    from .choices import ENGINES
     from .store.load import load_for_decoding
 
-    return load_for_decoding(Path(path), quantize, threads, device)
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: allowed: {', '.join(ENGINES)}")
+    if engine == "torch":
+        return load_for_decoding(Path(path), quantize, threads, device)
+    from .interop.ctranslate2_engine import open_ctranslate2
+
+    return open_ctranslate2(Path(path), quantize, threads, device)
 
 
 def translate(

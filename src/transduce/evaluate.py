@@ -11,18 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torch import nn
-
 from .config import DecodeConfig
 from .data.dataset import Dataset, DatasetError
 from .data.source import SourceAnnotation
 from .data.tasks import SPLITS, generate_split
 from .data.trees import Tree
 from .data.vocab import FIRST_SYMBOL
-from .decode.pipeline import Loaded, decoding_model, encode_lines, translate_lines
-from .decode.scoring import score_all
+from .decode.engine import Engine
+from .decode.pipeline import Loaded, decoding_engine, encode_lines, translate_lines
 from .decode.shortlist import Shortlist
-from .decode.translate import decode_all
 from .evalb import BracketScore
 from .metrics import Accuracy, BleuReport, accuracy, corpus_scores, perplexity
 from .parsing import score_outputs
@@ -30,7 +27,7 @@ from .store.load import LoadedModel
 
 
 def reference_nll(
-    model: nn.Module,
+    engine: Engine,
     sources: list[list[int]],
     references: list[list[int]],
     annotations: list[SourceAnnotation] | None = None,
@@ -39,8 +36,7 @@ def reference_nll(
     sources, by forced decoding, and the number of tokens scored (a language model's: its
     prompts' too; a classifier's: the labels)."""
     keep = [i for i, s in enumerate(sources) if s]
-    scores = score_all(
-        model,
+    scores = engine.score(
         [sources[i] for i in keep],
         [references[i] for i in keep],
         annotations=[annotations[i] for i in keep] if annotations is not None else None,
@@ -66,18 +62,17 @@ class AccuracyReport:
 
 
 def judge(
-    model: nn.Module,
+    engine: Engine,
     sources: list[list[int]],
     references: list[list[int]],
     options: DecodeConfig,
     greedy: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
-    shortlist: Shortlist | None = None,
 ) -> AccuracyReport:
     """Decode the sources and compare the best outputs with the references, token by token."""
-    hyps = decode_all(model, sources, options, use_greedy=greedy, on_batch=on_batch, shortlist=shortlist)
+    hyps = engine.decode(sources, options, greedy=greedy, on_batch=on_batch)
     acc = accuracy([h[0].tokens if h else [] for h in hyps], references)
-    nll, tokens = reference_nll(model, sources, references)
+    nll, tokens = reference_nll(engine, sources, references)
     return AccuracyReport(acc, perplexity(nll, tokens), len(sources))
 
 
@@ -101,9 +96,9 @@ def evaluate_text(
     )
     hypotheses = [o[0].text for o in outputs]
     scores = corpus_scores(hypotheses, *references)
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded)
     refs = [reader.tgt_vocab.encode(r) for r in references[0]]
-    nll, tokens = reference_nll(model, encoded.sources, refs, encoded.annotations)
+    nll, tokens = reference_nll(engine, encoded.sources, refs, encoded.annotations)
     return TextReport(scores, perplexity(nll, tokens), tokens, hypotheses)
 
 
@@ -136,9 +131,9 @@ def evaluate_split(
     shortlist: Shortlist | None = None,
 ) -> AccuracyReport:
     """Character (or label) and sequence accuracy, and perplexity, on a generated task's split."""
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded, shortlist)
     sources, refs = split_pairs(reader, split)
-    return judge(model, sources, refs, options, greedy, on_batch, shortlist)
+    return judge(engine, sources, refs, options, greedy, on_batch)
 
 
 def evaluate_labels(
@@ -152,7 +147,7 @@ def evaluate_labels(
     the perplexity of the reference labels. Empty lines with empty labels are left out."""
     if len(labels) != len(sources):
         raise ValueError(f"the labels have {len(labels)} lines, the source {len(sources)}")
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded)
     encoded = encode_lines(reader, sources)
     refs = [reader.tgt_vocab.encode(line) for line in labels]
     _check_labels(reader, encoded.sources, refs)
@@ -160,7 +155,7 @@ def evaluate_labels(
     if on_batch is not None and len(keep) < len(refs):
         on_batch(len(refs) - len(keep), 0)  # empty lines without labels: nothing to judge
     sources = [encoded.sources[i] for i in keep]
-    return judge(model, sources, [refs[i] for i in keep], options, on_batch=on_batch)
+    return judge(engine, sources, [refs[i] for i in keep], options, on_batch=on_batch)
 
 
 def _check_labels(reader: LoadedModel, sources: list[list[int]], refs: list[list[int]]) -> None:
@@ -184,13 +179,13 @@ def evaluate_parser(
 ) -> BracketScore:
     """Labelled bracket scores (EVALB conventions) of a parsing model (or ensemble) on gold
     trees' sentences."""
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded)
     if reader.meta.data_kind != "parse":
         raise ValueError(
             f"{reader.path} is not a parsing model (it was not trained on `prepare --task parse`)"
         )
     encoded = encode_lines(reader, [" ".join(g.words()) for g in golds])
-    hyps = decode_all(model, encoded.sources, options, use_greedy=greedy)
+    hyps = engine.decode(encoded.sources, options, greedy=greedy)
     outputs = [h[0].tokens if h else [] for h in hyps]
     score, _ = score_outputs(reader.tgt_vocab, outputs, golds, reader.meta.parse_root or "S")
     return score

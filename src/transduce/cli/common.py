@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from ..choices import QUANTIZE
+from ..choices import ENGINES, QUANTIZE
 from ..config import PRESETS
 from .metavars import App, Group, one_of
 
@@ -127,12 +127,42 @@ def loaded_model(
 
 
 def loaded_models(
-    checkpoints: list[Path], quantize: str, threads: int | None, device: str = "auto"
+    checkpoints: list[Path],
+    quantize: str,
+    threads: int | None,
+    device: str = "auto",
+    engine: str = "torch",
+    shortlist: Shortlist | None = None,
 ) -> list[LoadedModel]:
-    """Each checkpoint prepared for decoding (several: an ensemble's members), or a clear error."""
+    """Each checkpoint prepared for decoding (several: an ensemble's members) on `engine`, or a
+    clear error. CTranslate2 takes one checkpoint or export directory, `shortlist` (which the
+    torch engine is given per call) loaded as its vocabulary map."""
     if not checkpoints:
         fail("give at least one CHECKPOINT")
-    return [loaded_model(c, quantize, threads, device) for c in checkpoints]
+    if engine not in ENGINES:
+        fail(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
+    if engine == "torch":
+        return [loaded_model(c, quantize, threads, device) for c in checkpoints]
+    if len(checkpoints) > 1:
+        fail("--engine ctranslate2 decodes one model; an ensemble of several decodes with --engine torch")
+    from ..interop.ctranslate2_engine import EngineError, open_ctranslate2
+    from ..store.checkpoint import CheckpointError
+
+    with user_errors(EngineError, CheckpointError):
+        return [open_ctranslate2(checkpoints[0], quantize, threads, device, shortlist)]
+
+
+TORCH_ONLY = {  # options only the torch engine honours, and why
+    "src_trees": "CTranslate2 models read no source trees (syntax-aware models decode with the torch engine)",
+    "static_cache": "it is the torch engine's; CTranslate2 keeps its own caches",
+}
+
+
+def torch_only(engine: str, **given: object) -> None:
+    """Refuse, before any model is loaded, options that only the torch engine honours."""
+    named = [name for name, value in given.items() if value]
+    if engine != "torch" and named:
+        fail(f"--{named[0].replace('_', '-')} needs --engine torch: {TORCH_ONLY[named[0]]}")
 
 
 class RateColumn(ProgressColumn):
@@ -214,7 +244,20 @@ Force = Annotated[
         help="Replace -o even if it is a file, a link or a directory this command did not write.",
     ),
 ]
-Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch (>= 1).")]
+Threads = Annotated[int | None, typer.Option(help="CPU threads for PyTorch, or CTranslate2's (>= 1).")]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar=one_of(ENGINES),
+        help="What decodes: torch (our PyTorch model: every model kind, ensembles, syntax-aware and "
+        "factored inputs) or ctranslate2 (CTranslate2, for plain "
+        "Transformer encoder-decoders; the checkpoint is exported on first use into a cache beside "
+        "its weights, or give an export directory). Its beam search divides log P by |Y|^alpha "
+        "where ours divides by ((5 + |Y|) / 6)^alpha (--alpha 0 makes them equal); scores are "
+        "reported in ours. Needs `pip install ctranslate2`.",
+    ),
+]
 Device = Annotated[
     str,
     typer.Option(
@@ -227,7 +270,9 @@ Quantize = Annotated[
     typer.Option(
         metavar=one_of(QUANTIZE),
         help="none (float32; on CPU with weights pre-packed for oneDNN), or int8: dynamic int8 "
-        "quantisation of the linear layers (CPU decoding).",
+        "quantisation of the linear layers (CPU decoding; on the torch engine rarely faster than its "
+        "float32 at our widths: for int8 speed use --engine ctranslate2 --quantize int8, its int8 "
+        "weights).",
     ),
 ]
 ShortlistFile = Annotated[

@@ -18,6 +18,7 @@ from .common import (
     Beam,
     Checkpoints,
     Device,
+    EngineOption,
     Greedy,
     NumSamples,
     Quantize,
@@ -36,6 +37,7 @@ from .common import (
     loaded_models,
     read_shortlist,
     stdout,
+    torch_only,
     user_errors,
 )
 from .metavars import one_of
@@ -88,11 +90,12 @@ def _target_words(path: Path | None) -> Iterator[None]:
 def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
     """The checkpoint's search settings with the given options overlaid, checked against the model
     before any decoding; errors name the command-line options (`--top-k`)."""
-    from ..decode.options import OptionsError, check_for_model, decode_options
+    from ..decode.engine import engine_of
+    from ..decode.options import OptionsError, decode_options
 
     try:
         options = decode_options(loaded.config.decode, **given)
-        check_for_model(loaded.model, options)
+        engine_of(loaded).check(options)
     except OptionsError as exc:
         fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
     return options
@@ -161,6 +164,7 @@ def translate(
     device: Device = "auto",
     shortlist: ShortlistFile = None,
     static_cache: StaticCache = False,
+    engine: EngineOption = "torch",
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -175,9 +179,14 @@ def translate(
 
     inputs = [p for p in (input, src_trees, prefix) if p is not None]
     _check_output(output, inputs)
-    loaded = loaded_models(checkpoints, quantize, threads, device)
-    _check_output(output, [m.path for m in loaded])
+    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
+    if prefix is not None and shortlist is not None and engine != "torch":
+        from ..interop.ctranslate2_engine import PREFIX_WITH_SHORTLIST
+
+        fail(f"--prefix with --shortlist: {PREFIX_WITH_SHORTLIST} (--engine torch)")
     listed = read_shortlist(shortlist)
+    loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
+    _check_output(output, [m.path for m in loaded])
     opts = _options(
         loaded[0],
         beam=beam,
@@ -314,6 +323,7 @@ def evaluate(
     shortlist: ShortlistFile = None,
     output: KeptTranslations = None,
     static_cache: StaticCache = False,
+    engine: EngineOption = "torch",
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -328,9 +338,12 @@ def evaluate(
     if output is not None:
         _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
+    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
     with user_errors(ValueError):
         if trees is not None:
-            _evaluate_parse(checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads, device)
+            _evaluate_parse(
+                checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads, device, engine
+            )
             return
         if hyp is not None:
             if not refs:
@@ -339,10 +352,10 @@ def evaluate(
             return
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
-        loaded = loaded_models(checkpoints, quantize, threads, device)
+        listed = read_shortlist(shortlist)
+        loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
         if output is not None:
             _check_output(output, [m.path for m in loaded])
-        listed = read_shortlist(shortlist)
         opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1, static_cache=static_cache or None)
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
@@ -394,6 +407,7 @@ def score(
     threads: Threads = None,
     quantize: Quantize = "none",
     device: Device = "auto",
+    engine: EngineOption = "torch",
 ) -> None:
     """Forced decoding: how probable the model finds each target given its source.
 
@@ -407,7 +421,8 @@ def score(
     from ..decode.pipeline import score_lines
 
     _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])
-    loaded = loaded_models(checkpoints, quantize, threads, device)
+    torch_only(engine, src_trees=src_trees)
+    loaded = loaded_models(checkpoints, quantize, threads, device, engine)
     _check_output(output, [m.path for m in loaded])
     sources, targets = _read_input(src), _read_input(tgt)
     if len(sources) != len(targets):
@@ -434,6 +449,7 @@ def _evaluate_parse(
     quantize: str,
     threads: int | None,
     device: str,
+    engine: str,
 ) -> None:
     """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
     from ..data.trees import read_treebank
@@ -446,7 +462,7 @@ def _evaluate_parse(
     elif not checkpoints:
         fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
     else:
-        loaded = loaded_models(checkpoints, quantize, threads, device)
+        loaded = loaded_models(checkpoints, quantize, threads, device, engine)
         score = evaluate_parser(loaded, golds, _options(loaded[0], beam=beam, alpha=alpha, nbest=1), greedy)
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "

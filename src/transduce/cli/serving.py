@@ -10,6 +10,7 @@ import typer
 from .common import (
     Checkpoints,
     Device,
+    EngineOption,
     Quantize,
     ShortlistFile,
     StaticCache,
@@ -19,6 +20,7 @@ from .common import (
     fail,
     loaded_models,
     read_shortlist,
+    torch_only,
     user_errors,
 )
 
@@ -81,10 +83,14 @@ def serve(
     device: Device = "auto",
     shortlist: ShortlistFile = None,
     static_cache: StaticCache = False,
+    engine: EngineOption = "torch",
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
     Several checkpoints are served as their ensemble (/attention shows the first one's weights).
+    With --engine ctranslate2, requests are batched, bounded and answered as on the torch engine;
+    calls take turns between batches instead of between decoding steps, /attention is refused
+    (CTranslate2 gives no attention weights here) and so is a request's sampling seed.
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
     from ..serve import Limits, Listen, check_listen, create_app, is_loopback, run_server, server_api_key
 
@@ -98,10 +104,11 @@ def serve(
             f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
-    loaded = loaded_models(checkpoints, quantize, threads, device)
+    torch_only(engine, static_cache=static_cache)
+    listed = read_shortlist(shortlist)
+    loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
     if static_cache:
         loaded = _with_static_cache(loaded)
-    listed = read_shortlist(shortlist)
     with user_errors(ValueError):
         application = create_app(loaded, limits, key, listed)
     run_server(application, listen)

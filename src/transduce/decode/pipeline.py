@@ -1,13 +1,15 @@
 """Input lines -> rendered outputs: the one decoding path of `translate`, `evaluate` and `serve`.
 
 Three steps, each usable alone (the server schedules the middle one itself):
-`encode_lines` reads lines in the model's input format and truncates over-long ones,
-`decode_all` searches or samples, and `render` turns output ids into text (bracketed trees for
-parsers); the search and sampling settings come from `options.decode_options`. `output_rows`
-lays the outputs out as `translate` writes them (best only, or n-best rows). Wherever one
-loaded model goes, a list of them may go instead: `decoding_model` checks that they read and
-write the same vocabularies and decodes with their ensemble. `score_lines` is the same path for
-forced decoding of given targets.
+`encode_lines` reads lines in the model's input format and truncates over-long ones, the engine
+(`decode/engine.py`: ours runs `decode_all`) searches or samples, and `render` turns output ids
+into text (bracketed trees for parsers); the search and sampling settings come from
+`options.decode_options`. `output_rows` lays the outputs out as `translate` writes them (best
+only, or n-best rows). Wherever one loaded model goes, a list of them may go instead:
+`decoding_model` checks that they read and write the same vocabularies and decodes with their
+ensemble; a checkpoint opened for another engine (an `EngineModel`, e.g. CTranslate2's) decodes
+with that engine (`decoding_engine`). `score_lines` is the same path for forced decoding of
+given targets.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from ..data.source import SourceAnnotation
 from ..data.vocab import Vocab
 from ..parsing import output_trees
 from ..store.load import LoadedModel
+from .engine import Engine, EngineModel, TorchEngine
 from .ensemble import Ensemble
 from .inputs import encode_inputs
 from .kinds import decoding_for
-from .scoring import Score, score_all
+from .scoring import Score
 from .search import Hypothesis
 from .shortlist import Shortlist
 from .targets import encode_targets
-from .translate import decode_all
 
 Loaded = LoadedModel | Sequence[LoadedModel]  # one model, or the members of an ensemble
 
@@ -78,6 +80,23 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
     if len(members) == 1:
         return first, first.model
     return first, Ensemble([m.model for m in members])
+
+
+def decoding_engine(loaded: Loaded, shortlist: Shortlist | None = None) -> tuple[LoadedModel, Engine]:
+    """The checkpoint that reads the input and renders the output, and the engine that decodes:
+    an EngineModel's own, else ours on `decoding_model`'s model. An ensemble decodes with ours
+    only (ValueError naming the other engine)."""
+    members = [loaded] if isinstance(loaded, LoadedModel) else list(loaded)
+    engined = [m for m in members if isinstance(m, EngineModel)]
+    if engined and len(members) > 1:
+        raise ValueError(
+            f"an ensemble decodes with the torch engine only; {engined[0].path} is opened for "
+            f"{engined[0].engine.name}"
+        )
+    if engined:
+        return engined[0], engined[0].engine.shortlisted(shortlist)
+    reader, model = decoding_model(loaded)
+    return reader, TorchEngine(model).shortlisted(shortlist)
 
 
 def encode_prefixes(
@@ -171,19 +190,17 @@ def translate_lines(
     prefixes: per line, target text each output starts with (search continues after it).
     first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
     shortlist: score only the target tokens it lists for each batch's sources."""
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded, shortlist)
     encoded = encode_lines(reader, lines, trees, max_src_len)
     forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
-    results = decode_all(
-        model,
+    results = engine.decode(
         encoded.sources,
         options,
-        use_greedy=greedy,
+        greedy=greedy,
         on_batch=on_batch,
         annotations=encoded.annotations,
         prefixes=forced,
         numbers=range(first, first + len(lines)),
-        shortlist=shortlist,
     )
     return render(reader, lines, results), encoded
 
@@ -205,7 +222,7 @@ def score_lines(
     EOS alone, except by models whose input carries tags or trees, which refuse it."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
-    reader, model = decoding_model(loaded)
+    reader, engine = decoding_engine(loaded)
     encoded = encode_lines(reader, sources, trees, max_src_len)
     if encoded.annotations is not None:
         for number, ids in enumerate(encoded.sources, 1):
@@ -214,12 +231,11 @@ def score_lines(
                     f"source line {number} is empty; this model reads its words with tags or trees"
                 )
     target_ids = encode_targets(reader.tgt_vocab, targets)
-    return score_all(
-        model,
+    return engine.score(
         encoded.sources,
         target_ids,
-        max_tokens,
-        per_token,
+        max_tokens=max_tokens,
+        per_token=per_token,
         annotations=encoded.annotations,
         on_batch=on_batch,
     )

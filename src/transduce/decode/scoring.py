@@ -42,7 +42,7 @@ class Score:
     ids: list[int] | None = None  # the tokens scored, as `tokens` lists them (when asked for)
 
 
-def _check_target(target: Sequence[int], where: str) -> list[int]:
+def check_target(target: Sequence[int], where: str) -> list[int]:
     ids = [int(t) for t in target]
     for t in ids:
         if t in (PAD, BOS, EOS) or t < 0:
@@ -68,7 +68,7 @@ def score(
     if not targets:
         return []
     names = [f"target {n}" for n in (numbers or range(1, len(targets) + 1))]
-    checked = [_check_target(t, name) for t, name in zip(targets, names, strict=True)]
+    checked = [check_target(t, name) for t, name in zip(targets, names, strict=True)]
     decoding = decoding_of(model)
     if decoding.labels:
         return _score_labels(model, src, checked, per_token, names)
@@ -129,7 +129,7 @@ def score_all(
         raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, not {max_tokens}")
-    targets = [_check_target(t, f"pair {n}") for n, t in enumerate(targets, 1)]
+    targets = [check_target(t, f"pair {n}") for n, t in enumerate(targets, 1)]
     device = device or next(model.parameters()).device
     lengths = np.asarray([len(s) + len(t) + 2 for s, t in zip(sources, targets, strict=True)])
     results: list[Score] = [Score(0.0, 0.0)] * len(sources)

@@ -10,6 +10,7 @@ neither is ever generated, as in our search.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
 from ..model.kinds import assembly_for
+from ..store.checkpoint import file_sha256, vocab_digest, vocab_files
 from ..store.load import LoadedModel, load_model
 
 EXPORT_INFO = "transduce.json"  # beside CTranslate2's files: where the export came from, how to tokenise
@@ -65,7 +67,9 @@ def unsupported(loaded: LoadedModel) -> list[str]:
     if not assembly_for(m.kind).cross_attention:
         problems.append(f"model.kind={m.kind} (only encoder-decoder models)")
     if m.arch != "transformer":
-        problems.append(f"model.arch={m.arch} (only arch=transformer)")
+        problems.append(f"model.arch={m.arch} (only arch=transformer: no shared recurrent layers)")
+        if m.act:
+            problems.append("model.act (adaptive computation time)")
     if m.transition != "ffn":
         problems.append(f"model.transition={m.transition} (only ffn)")
     if m.local_window is not None:
@@ -77,6 +81,13 @@ def unsupported(loaded: LoadedModel) -> list[str]:
     if loaded.factor_vocabs:
         problems.append("factored source tokens")
     return problems
+
+
+def check_exportable(loaded: LoadedModel) -> None:
+    """ExportError naming what in this model CTranslate2 cannot represent."""
+    problems = unsupported(loaded)
+    if problems:
+        raise ExportError(f"{loaded.path}: CTranslate2 cannot represent {'; '.join(problems)}")
 
 
 def _vocab_rows(vocab: Vocab, side: str) -> tuple[list[int], list[str]]:
@@ -152,9 +163,7 @@ def build_spec(loaded: LoadedModel) -> Any:
     """The CTranslate2 TransformerSpec holding this model, vocabularies and config included."""
     from ctranslate2.specs import common_spec, transformer_spec
 
-    problems = unsupported(loaded)
-    if problems:
-        raise ExportError(f"{loaded.path}: CTranslate2 cannot represent {'; '.join(problems)}")
+    check_exportable(loaded)
     m = loaded.config.model
     pre = m.norm == "pre"
     spec = transformer_spec.TransformerSpec.from_config(
@@ -211,14 +220,34 @@ def export_ctranslate2(
     (vmap.txt, used by `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
     our tokens followed by EOS (`</s>`), as `transduce translate` encodes them; the directory
     holds the tokenizers for that (`write_tokenizers`)."""
+    check_quantization(quantization)
+    check_output_dir(Path(out), "export", [Path(checkpoint)], force)
+    loaded = load_model(Path(checkpoint))
+    check_exportable(loaded)
+    vmap = None
+    if shortlist is not None:
+        shortlist.check_model(len(loaded.src_vocab), len(loaded.tgt_vocab), "--shortlist")
+        vmap = vmap_lines(shortlist, loaded.src_vocab, loaded.tgt_vocab)
+    with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as staging:
+        write_export(loaded, staging, quantization, vmap)
+
+
+def check_quantization(quantization: str) -> None:
+    """ExportError for a weight type CTranslate2 does not take, or without the package."""
     if quantization not in CT2_QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not one of: {', '.join(CT2_QUANTIZATIONS)}")
     try:
-        import ctranslate2
+        import ctranslate2  # noqa: F401
     except ImportError:
         raise ExportError("CTranslate2 export needs `pip install ctranslate2`") from None
-    check_output_dir(Path(out), "export", [Path(checkpoint)], force)
-    loaded = load_model(Path(checkpoint))
+
+
+def write_export(loaded: LoadedModel, folder: Path, quantization: str, vmap: list[str] | None = None) -> None:
+    """The CTranslate2 model of `loaded` (a checkpoint with its weights) written into `folder`, a
+    fresh staging directory, with its tokenizers and EXPORT_INFO; `vmap`: the lines of a
+    vocabulary map to ship with it."""
+    import ctranslate2
+
     spec = build_spec(loaded)
 
     class Ready(ctranslate2.converters.Converter):
@@ -226,39 +255,47 @@ def export_ctranslate2(
             return spec
 
     with tempfile.TemporaryDirectory() as tmp:
-        vmap = None
-        if shortlist is not None:
-            shortlist.check_model(len(loaded.src_vocab), len(loaded.tgt_vocab), "--shortlist")
-            vmap = Path(tmp) / "vmap.txt"
-            lines = vmap_lines(shortlist, loaded.src_vocab, loaded.tgt_vocab)
-            vmap.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as staging:
-            Ready().convert(
-                str(staging), vmap=None if vmap is None else str(vmap), quantization=quantization, force=True
-            )
-            write_tokenizers(loaded, staging, quantization)
+        vmap_file = None
+        if vmap is not None:
+            vmap_file = Path(tmp) / "vmap.txt"
+            vmap_file.write_text("".join(f"{line}\n" for line in vmap), encoding="utf-8")
+        Ready().convert(
+            str(folder),
+            vmap=None if vmap_file is None else str(vmap_file),
+            quantization=quantization,
+            force=True,
+        )
+    write_tokenizers(loaded, folder, quantization)
 
 
 def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> dict[str, Any]:
     """What a CTranslate2 user needs besides the model, so that the directory runs without this
     package: the sentencepiece models (source.spm, target.spm; none for a symbol vocabulary,
     whose tokens are the words between spaces) and EXPORT_INFO, naming the checkpoint the
-    export came from and how to tokenise. Returns EXPORT_INFO's content."""
+    export came from and how to tokenise. For `transduce --engine ctranslate2` given the
+    directory, the checkpoint's vocabulary files (src.*, tgt.*) and metadata (config, data
+    facts, checksums) come too, so that it reads and renders text as the checkpoint does.
+    Returns EXPORT_INFO's content."""
     files = {}
     for side, vocab in (("source", loaded.src_vocab), ("target", loaded.tgt_vocab)):
         proto = getattr(vocab, "proto", None)
         if proto is not None:
             (folder / f"{side}.spm").write_bytes(proto)
             files[side] = f"{side}.spm"
+    for vocab_file in vocab_files(loaded.path):
+        shutil.copyfile(vocab_file, folder / vocab_file.name)
     info = {
         "exported_from": str(loaded.path.resolve()),
         "step": loaded.meta.step,
         "weights_sha256": loaded.meta.checksums.get("model.safetensors"),
+        "vocab_sha256": vocab_digest(loaded.path),
         "quantization": quantization,
+        "model_sha256": file_sha256(folder / "model.bin"),  # a damaged export is found, not decoded
         "source_tokenizer": files.get("source"),
         "target_tokenizer": files.get("target"),
         "tokens": TOKENS[type(loaded.src_vocab)],
         "source_suffix": [loaded.src_vocab.token(EOS)],
+        "checkpoint": loaded.meta.model_dump(mode="json"),
     }
     (folder / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return info

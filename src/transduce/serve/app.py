@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from ..decode.pipeline import Loaded, decoding_model
+from ..decode.pipeline import Loaded, decoding_engine
 from ..decode.shortlist import Shortlist
 from ..store.load import LoadedModel
 from .limits import Limits
@@ -24,18 +24,16 @@ def create_app(
     api_key: str | None = None,
     shortlist: Shortlist | None = None,
 ) -> FastAPI:
-    """The ASGI application serving one loaded model, or the ensemble of several (`shortlist`:
-    decode every batch with it)."""
+    """The ASGI application serving one loaded model (on its engine: an EngineModel's, or ours),
+    or the ensemble of several (`shortlist`: decode every batch with it)."""
     limits = limits or Limits()
     if api_key == "":
         raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")
-    loaded, model = decoding_model(models)
+    loaded, engine = decoding_engine(models, shortlist)  # a shortlist that does not fit: refused here
     if loaded.config.model.syntax_mask != "none":
         raise ValueError("serving syntax-aware models (which need source trees) is not supported")
-    if shortlist is not None:
-        shortlist.projection(model)  # fits, or refuse to start
     members = [models] if isinstance(models, LoadedModel) else list(models)
-    batcher = Batcher(model, limits, shortlist)
+    batcher = Batcher(engine, limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -52,7 +50,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     app.include_router(router)
-    app.state.served = Served(loaded, model, members, limits, batcher)
+    app.state.served = Served(loaded, engine, members, limits, batcher)
     app.state.batcher = batcher
     app.state.api_key = api_key
     return app

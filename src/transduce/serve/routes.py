@@ -11,9 +11,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
-from torch import nn
 
-from ..decode.options import OptionsError, check_for_model, decode_options
+from ..decode.engine import Engine, EngineModel
+from ..decode.options import OptionsError, decode_options
 from ..decode.pipeline import encode_lines, encode_prefixes, render
 from ..decode.search import Hypothesis
 from ..decode.translate import checked_prefixes
@@ -42,11 +42,11 @@ Protected = [Depends(require_key)]
 
 @dataclass
 class Served:
-    """What the routes serve: the checkpoint that reads inputs and renders outputs, the model
-    decoded with (it, or the ensemble of `members`), the limits and the batcher."""
+    """What the routes serve: the checkpoint that reads inputs and renders outputs, the engine
+    decoding with it (or with the ensemble of `members`), the limits and the batcher."""
 
     loaded: LoadedModel
-    model: nn.Module
+    engine: Engine
     members: list[LoadedModel]
     limits: Limits
     batcher: Batcher
@@ -78,6 +78,7 @@ def info(served: Service) -> dict:
         "version": package_version(),
         "checkpoint": loaded.path.name,  # not the absolute path: it tells clients about the host
         "ensemble": [m.path.name for m in served.members],
+        "engine": served.engine.name,
         "config": loaded.config.model_dump(mode="json"),
         "src_vocab_size": len(loaded.src_vocab),
         "tgt_vocab_size": len(loaded.tgt_vocab),
@@ -98,8 +99,11 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
     loaded = served.loaded
     _check_size(served.limits, body.segments)
     with _unprocessable():
-        options = decode_options(loaded.config.decode, **body.given(DECODING))
-        check_for_model(served.model, options, body.greedy)
+        given = body.given(DECODING)
+        options = decode_options(loaded.config.decode, **given)
+        served.engine.check(options, body.greedy, prefixed=body.prefixes is not None)
+        if options.sample and "seed" in given and not served.engine.seeds_each_input:
+            raise OptionsError([("seed", _seeds_refused(served.engine))])
         encoded = encode_lines(loaded, body.segments)
         prefixes = None
         if body.prefixes is not None:
@@ -127,6 +131,12 @@ async def attention(
 
     loaded, texts = served.loaded, body.texts()
     _check_size(served.limits, texts)
+    if isinstance(loaded, EngineModel):
+        raise HTTPException(
+            422,
+            f"/attention needs the torch engine (`serve --engine torch`); this server decodes with "
+            f"{loaded.engine.name}, which gives no attention weights",
+        )
     with _unprocessable():
         check_plottable(loaded.model)
         options = decode_options(loaded.config.decode, **body.given(SEARCH), nbest=1, sample=False)
@@ -145,6 +155,16 @@ async def attention(
 @router.get("/", response_class=HTMLResponse)
 def page() -> str:
     return PAGE.read_text(encoding="utf-8")
+
+
+def _seeds_refused(engine: Engine) -> str:
+    """Why a request's sampling seed is refused: the engine cannot give a request's segments
+    streams of their own, so the seed would not make its samples repeat."""
+    return (
+        f"{{seed}}: the {engine.name} engine seeds its random generator once for the whole server, so "
+        "a request's samples depend on what is decoded beside it and a seed would not repeat them; "
+        "leave it out, or serve with --engine torch"
+    )
 
 
 def _check_size(limits: Limits, segments: list[str]) -> None:

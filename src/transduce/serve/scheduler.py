@@ -13,11 +13,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from torch import nn
-
+from ..decode.engine import Engine
 from ..decode.search import Hypothesis
-from ..decode.shortlist import Shortlist
-from ..decode.translate import decode_all
 from .jobs import Job, Work
 from .limits import Limits
 from .turns import DecodeThreads, Turns
@@ -55,8 +52,8 @@ class Batcher:
     failing request fails.
     """
 
-    def __init__(self, model: nn.Module, limits: Limits, shortlist: Shortlist | None = None) -> None:
-        self.model, self.limits, self.shortlist = model, limits, shortlist
+    def __init__(self, engine: Engine, limits: Limits) -> None:
+        self.engine, self.limits = engine, limits
         self.line: deque[Job] = deque()  # requests with segments still to decode, in turn order
         self.changed = asyncio.Event()
         self.threads = DecodeThreads(CALLS_AT_ONCE)
@@ -95,7 +92,7 @@ class Batcher:
 
     async def run(self) -> None:
         """Start calls as work arrives and room allows, until cancelled."""
-        hooks = self.turns.install(self.model)
+        stop_hooks = self.engine.between_steps(self.turns.step)
         try:
             while True:
                 batch = await self._next_batch()
@@ -104,8 +101,7 @@ class Batcher:
                 call = asyncio.create_task(self._call(batch))
                 self.running.add(call)
         finally:
-            for hook in hooks:
-                hook.remove()
+            stop_hooks()
             for call in list(self.running):
                 call.cancel()
 
@@ -199,15 +195,13 @@ class Batcher:
 
         def call() -> list[list[Hypothesis]]:
             with self.turns.turn():
-                return decode_all(
-                    self.model,
+                return self.engine.decode(
                     sources,
                     options,
-                    use_greedy=first.greedy,
+                    greedy=first.greedy,
                     annotations=annotations,
                     prefixes=prefixes,
                     numbers=numbers,
-                    shortlist=self.shortlist,
                 )
 
         try:

@@ -3,10 +3,11 @@
 A decode call cannot be cut in two: one segment of 511 tokens decodes 561 steps in one search,
 seconds on one CPU thread, and a request arriving meanwhile used to wait for all of it. So
 several calls run at once, each on its own thread, but only the one holding the turn computes;
-the others wait. Before each run of a layer stack (every decoding step runs the decoder stack
-once, an ensemble's once per member) the holder hands the turn over if another call is waiting
-and it has held the turn for `slice_s`: calls in progress advance in turn, a step or so at a
-time, whatever their size. Work stays one computation at a time, as on one decode thread.
+the others wait. Between decoding steps (the engine calls `step` where it can: ours before each
+run of a layer stack, so every decoding step, an ensemble's once per member; CTranslate2, which
+decodes a batch in one call, between batches) the holder hands the turn over if another call is
+waiting and it has held the turn for `slice_s`: calls in progress advance in turn, a step or so
+at a time, whatever their size. Work stays one computation at a time, as on one decode thread.
 """
 
 from __future__ import annotations
@@ -20,12 +21,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
-
-from torch import nn
-from torch.utils.hooks import RemovableHandle
-
-from ..model.layers import Stack
-from ..model.universal import UniversalStack
 
 T = TypeVar("T")
 SLICE_S = 0.02  # how long a call keeps the turn while others wait: ~1% of it goes to handing over
@@ -66,11 +61,6 @@ class Turns:
         self.handovers += 1
         self._give()
         self._take()
-
-    def install(self, model: nn.Module) -> list[RemovableHandle]:
-        """Call `step` before every run of the model's layer stacks; remove the handles to stop."""
-        stacks = [m for m in model.modules() if isinstance(m, Stack | UniversalStack)]
-        return [stack.register_forward_pre_hook(lambda *_: self.step()) for stack in stacks]
 
     def _take(self) -> None:
         me = threading.get_ident()

@@ -37,7 +37,8 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, truncated, corrupt or of another architecture."""
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The file's sha256, read in blocks (weights may not fit twice in memory)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -97,7 +98,7 @@ def save_checkpoint(
         full = meta.model_copy(
             update={
                 "config": config.model_dump(mode="json"),
-                "checksums": {name: _sha256(tmp / name) for name in files},
+                "checksums": {name: file_sha256(tmp / name) for name in files},
             }
         )
         (tmp / "config.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
@@ -128,15 +129,10 @@ def read_meta(path: Path) -> CheckpointMeta:
 TRAINER_KEYS = {"optimizer", "sampler", "state"}  # what resuming reads from trainer.json
 
 
-def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
-    """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
-    path = Path(path)
-    meta = read_meta(path)
-    try:
-        config = build_config(meta.config)
-    except ValueError as exc:
-        raise CheckpointError(f"{path / 'config.json'}: unreadable checkpoint metadata: {exc}") from None
-    names = ["model.safetensors"] + (["trainer.safetensors", "trainer.json"] if with_trainer else [])
+def verify_files(path: Path, meta: CheckpointMeta, names: list[str]) -> None:
+    """CheckpointError naming the first of the checkpoint's files `names` that is missing, not a
+    regular file, or not what config.json's checksum says; links and devices among the
+    vocabularies are refused too."""
     for name in names:
         file = path / name
         if not file.exists():
@@ -147,9 +143,21 @@ def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
             raise CheckpointError(
                 f"{file}: no checksum in {path / 'config.json'}; the checkpoint is incomplete"
             )
-        if _sha256(file) != expected:
+        if file_sha256(file) != expected:
             raise CheckpointError(f"{file}: corrupt or truncated (checksum mismatch)")
-    vocab_files(path)  # refuses links and devices among the vocabularies too
+    vocab_files(path)
+
+
+def load_checkpoint(path: Path, with_trainer: bool = False) -> Checkpoint:
+    """Load and verify a checkpoint; any damage raises CheckpointError naming the file."""
+    path = Path(path)
+    meta = read_meta(path)
+    try:
+        config = build_config(meta.config)
+    except ValueError as exc:
+        raise CheckpointError(f"{path / 'config.json'}: unreadable checkpoint metadata: {exc}") from None
+    names = ["model.safetensors"] + (["trainer.safetensors", "trainer.json"] if with_trainer else [])
+    verify_files(path, meta, names)
     try:
         weights = load_file(str(path / "model.safetensors"))
         trainer, tensors = None, {}
@@ -204,5 +212,5 @@ def vocab_digest(directory: Path) -> str:
     h = hashlib.sha256()
     for path in vocab_files(directory):
         h.update(path.name.encode())
-        h.update(_sha256(path).encode())
+        h.update(file_sha256(path).encode())
     return h.hexdigest()

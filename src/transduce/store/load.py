@@ -22,6 +22,7 @@ from .checkpoint import (
     read_meta,
     save_checkpoint,
     step_checkpoints,
+    verify_files,
     vocab_files,
 )
 from .meta import CheckpointMeta
@@ -80,25 +81,60 @@ def _vocab(prefix: Path) -> Vocab:
         raise CheckpointError(f"{prefix}.*: vocabulary missing or damaged ({exc})") from None
 
 
-def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
-    ck_path = resolve_checkpoint(path)
-    ck = load_checkpoint(ck_path)
-    meta = ck.meta
-    src_vocab = _vocab(ck_path / "src")
-    tgt_vocab = _vocab(ck_path / "tgt") if vocab_exists(ck_path / "tgt") else src_vocab
+def _vocabularies(folder: Path, meta: CheckpointMeta) -> tuple[Vocab, Vocab, list[Vocab]]:
+    """The source, target and factor vocabularies saved in `folder` (a checkpoint, or an export
+    that carries them), each of the size `meta` records."""
+    src_vocab = _vocab(folder / "src")
+    tgt_vocab = _vocab(folder / "tgt") if vocab_exists(folder / "tgt") else src_vocab
     for side, vocab, size in (
         ("src", src_vocab, meta.src_vocab_size),
         ("tgt", tgt_vocab, meta.tgt_vocab_size),
     ):
         if len(vocab) != size:
             raise CheckpointError(
-                f"{ck_path}: the {side} vocabulary has {len(vocab)} entries, the model {size}"
+                f"{folder}: the {side} vocabulary has {len(vocab)} entries, the model {size}"
             )
-    model = build_model(ck.config.model, meta.src_vocab_size, meta.tgt_vocab_size, 0, meta.factor_vocab_sizes)
+    factor_vocabs = [_vocab(folder / f"src.factor{k}") for k in range(len(meta.factor_vocab_sizes))]
+    return src_vocab, tgt_vocab, factor_vocabs
+
+
+def _build(config: Config, meta: CheckpointMeta) -> nn.Module:
+    return build_model(config.model, meta.src_vocab_size, meta.tgt_vocab_size, 0, meta.factor_vocab_sizes)
+
+
+def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
+    ck_path = resolve_checkpoint(path)
+    ck = load_checkpoint(ck_path)
+    src_vocab, tgt_vocab, factor_vocabs = _vocabularies(ck_path, ck.meta)
+    model = _build(ck.config, ck.meta)
     load_weights(model, ck.weights)
     model.to(device or torch.device("cpu")).eval()
-    factor_vocabs = [_vocab(ck_path / f"src.factor{k}") for k in range(len(meta.factor_vocab_sizes))]
-    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, meta, factor_vocabs)
+    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, ck.meta, factor_vocabs)
+
+
+def reader_from(folder: Path, meta: CheckpointMeta) -> LoadedModel:
+    """What reads a model's inputs and renders its outputs, for an engine that runs an export of
+    its weights: config, vocabularies (saved in `folder`) and metadata, with the model built on
+    the meta device (shapes only: it says what kind of model this is, and cannot compute).
+    Sampling's and the torch engine's own settings (static_cache) are not carried over."""
+    try:
+        config = build_config(meta.config)
+    except ValueError as exc:
+        raise CheckpointError(f"{folder}: unreadable checkpoint metadata: {exc}") from None
+    config = config.model_copy(update={"decode": config.decode.model_copy(update={"static_cache": False})})
+    src_vocab, tgt_vocab, factor_vocabs = _vocabularies(folder, meta)
+    with torch.device("meta"):
+        model = _build(config, meta).eval()
+    return LoadedModel(model, config, src_vocab, tgt_vocab, folder, meta, factor_vocabs)
+
+
+def load_reader(path: Path) -> LoadedModel:
+    """`reader_from` a checkpoint or run directory, its weights verified against the checksum
+    in config.json (an export of them is keyed by it) but not loaded."""
+    ck_path = resolve_checkpoint(path)
+    meta = read_meta(ck_path)
+    verify_files(ck_path, meta, ["model.safetensors"])
+    return reader_from(ck_path, meta)
 
 
 def load_for_decoding(
