@@ -121,3 +121,28 @@ def test_imports_only_point_down_the_layers():
 
 def test_every_module_has_a_layer():
     assert {name.split(".")[0] for name in graph()} <= set(LAYERS)
+
+
+def long_functions(limit: int = 80) -> list[str]:
+    """Functions of the package longer than `limit` lines (decorators and docstrings counted)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if node.end_lineno - first + 1 > limit:
+                    found.append(f"{module_name(path)}.{node.name}: {node.end_lineno - first + 1} lines")
+    return found
+
+
+def test_no_function_is_over_80_lines():
+    assert not long_functions(), "split these by concern: " + ", ".join(long_functions())
+
+
+def test_the_length_check_finds_a_long_function():
+    assert long_functions(limit=20)  # the package has functions over 20 lines, so the walk sees them
+
+
+def test_no_server_module_is_over_300_lines():
+    long = [p.name for p in (PACKAGE / "serve").glob("*.py") if len(p.read_text().splitlines()) > 300]
+    assert not long, f"serve/ modules over 300 lines: {long}"

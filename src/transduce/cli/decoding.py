@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -43,6 +44,7 @@ from .common import (
 from .metavars import one_of
 
 if TYPE_CHECKING:
+    from ..decode.shortlist import Shortlist
     from ..evaluate import AccuracyReport
     from ..metrics import BleuReport
     from ..store.load import LoadedModel
@@ -110,33 +112,47 @@ Prefix = Annotated[
 ]
 
 
+InputFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Input file; default stdin, answered line by line as it arrives (piped input in "
+        "batches of up to 64 lines).",
+    ),
+]
+OutputFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Output file (a regular file is replaced atomically; links are followed; devices and "
+        "pipes are written through); default or '-': stdout.",
+    ),
+]
+NBest = Annotated[int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")]
+MaxLenA = Annotated[float | None, typer.Option(help="Max output length = a * source length + b.")]
+MaxLenB = Annotated[int | None, typer.Option(help="See --max-len-a (paper: b = 50).")]
+MinLen = Annotated[int | None, typer.Option(help="Minimum output length (EOS blocked before it).")]
+MaxTokens = Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")]
+MaxSrcLen = Annotated[
+    int, typer.Option(help="Truncate longer inputs (in subword tokens, >= 1), with a warning.")
+]
+SourceTrees = Annotated[
+    Path | None,
+    typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
+]
+
+
 @app.command()
 def translate(
     checkpoints: Checkpoints,
-    input: Annotated[
-        Path | None,
-        typer.Option(
-            "--input",
-            "-i",
-            help="Input file; default stdin, answered line by line as it arrives (piped input in "
-            "batches of up to 64 lines).",
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Output file (a regular file is replaced atomically; links are followed; devices and "
-            "pipes are written through); default or '-': stdout.",
-        ),
-    ] = None,
+    input: InputFile = None,
+    output: OutputFile = None,
     beam: Beam = None,
     alpha: Alpha = None,
     greedy: Greedy = False,
-    nbest: Annotated[
-        int | None, typer.Option(help="Print the n best (n <= beam) as 'line ||| text ||| score'.")
-    ] = None,
+    nbest: NBest = None,
     sample: Sample = False,
     temperature: Temperature = None,
     top_k: TopK = None,
@@ -144,22 +160,13 @@ def translate(
     seed: Seed = None,
     num_samples: NumSamples = None,
     prefix: Prefix = None,
-    max_len_a: Annotated[
-        float | None, typer.Option(help="Max output length = a * source length + b.")
-    ] = None,
-    max_len_b: Annotated[int | None, typer.Option(help="See --max-len-a (paper: b = 50).")] = None,
-    min_len: Annotated[
-        int | None, typer.Option(help="Minimum output length (EOS blocked before it).")
-    ] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Token budget of a decoding batch.")] = None,
-    max_src_len: Annotated[
-        int, typer.Option(help="Truncate longer inputs (in subword tokens, >= 1), with a warning.")
-    ] = 1024,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
+    min_len: MinLen = None,
+    max_tokens: MaxTokens = None,
+    max_src_len: MaxSrcLen = 1024,
     threads: Threads = None,
-    src_trees: Annotated[
-        Path | None,
-        typer.Option(help="Syntax-aware models: source trees (.tree or .conllu), one per non-empty line."),
-    ] = None,
+    src_trees: SourceTrees = None,
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
@@ -175,15 +182,9 @@ def translate(
     prompt); classifiers (model.kind=encoder) print each line's label, or a label per token.
     With several checkpoints, decodes with their ensemble. With --nbest > 1 or --num-samples > 1,
     prints every output as 'line ||| text ||| score' (lines numbered from 0)."""
-    from ..decode.pipeline import output_rows, translate_lines
-
     inputs = [p for p in (input, src_trees, prefix) if p is not None]
     _check_output(output, inputs)
-    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
-    if prefix is not None and shortlist is not None and engine != "torch":
-        from ..interop.ctranslate2_engine import PREFIX_WITH_SHORTLIST
-
-        fail(f"--prefix with --shortlist: {PREFIX_WITH_SHORTLIST} (--engine torch)")
+    _check_engine(engine, src_trees, static_cache, prefix, shortlist)
     listed = read_shortlist(shortlist)
     loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
     _check_output(output, [m.path for m in loaded])
@@ -207,33 +208,71 @@ def translate(
     if greedy and opts.sample:
         fail("--greedy and --sample exclude each other; choose one")
     prefixes = _read_input(prefix) if prefix is not None else None
-    rows_of_all = opts.num_samples > 1 if opts.sample else opts.nbest > 1 and not greedy
-
-    def run(lines: list[str], first: int, advance: Advance) -> list[str]:
-        """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
-        forced = None
-        if prefixes is not None:
-            forced = prefixes[first : first + len(lines)]
-            if len(forced) < len(lines):
-                fail(f"{prefix}: {len(prefixes)} prefix lines for more input lines")
-        with user_errors(ValueError), _target_words(prefix):
-            outputs, encoded = translate_lines(
-                loaded, lines, opts, greedy, src_trees, max_src_len, advance, forced, first, listed
-            )
-        if encoded.truncated:
-            console.print(f"[yellow]warning:[/] {encoded.truncated} lines truncated to {max_src_len} tokens")
-        return output_rows(outputs, nbest=rows_of_all, first=first)
-
+    run = _Translation(loaded, opts, greedy, src_trees, max_src_len, listed, prefix, prefixes)
     if input is None and (output is None or str(output) == "-"):
-        done = _translate_stream(run)
+        done = _translate_stream(run.rows)
     else:
         lines = _read_input(input)
         with decode_progress("translating", len(lines), show=input is not None) as advance:
-            rows = run(lines, 0, advance)
+            rows = run.rows(lines, 0, advance)
         _write_output(output, rows)
         done = len(lines)
     if prefixes is not None and len(prefixes) != done:
         fail(f"{prefix}: {len(prefixes)} prefix lines for {done} input lines")
+
+
+def _check_engine(
+    engine: str, src_trees: Path | None, static_cache: bool, prefix: Path | None, shortlist: Path | None
+) -> None:
+    """Refuse, before loading, what the chosen engine cannot do."""
+    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
+    if prefix is not None and shortlist is not None and engine != "torch":
+        from ..interop.ctranslate2_engine import PREFIX_WITH_SHORTLIST
+
+        fail(f"--prefix with --shortlist: {PREFIX_WITH_SHORTLIST} (--engine torch)")
+
+
+@dataclass(frozen=True)
+class _Translation:
+    """What translate decodes every group of input lines with."""
+
+    loaded: list[LoadedModel]
+    opts: DecodeConfig
+    greedy: bool
+    src_trees: Path | None
+    max_src_len: int
+    listed: Shortlist | None
+    prefix: Path | None
+    prefixes: list[str] | None
+
+    def rows(self, lines: list[str], first: int, advance: Advance) -> list[str]:
+        """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
+        from ..decode.pipeline import output_rows, translate_lines
+
+        forced = None
+        if self.prefixes is not None:
+            forced = self.prefixes[first : first + len(lines)]
+            if len(forced) < len(lines):
+                fail(f"{self.prefix}: {len(self.prefixes)} prefix lines for more input lines")
+        with user_errors(ValueError), _target_words(self.prefix):
+            outputs, encoded = translate_lines(
+                self.loaded,
+                lines,
+                self.opts,
+                self.greedy,
+                self.src_trees,
+                self.max_src_len,
+                advance,
+                forced,
+                first,
+                self.listed,
+            )
+        if encoded.truncated:
+            console.print(
+                f"[yellow]warning:[/] {encoded.truncated} lines truncated to {self.max_src_len} tokens"
+            )
+        many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1 and not self.greedy
+        return output_rows(outputs, nbest=many, first=first)
 
 
 def _translate_stream(run: Callable[[list[str], int, Advance], list[str]]) -> int:
@@ -278,45 +317,51 @@ def _check_kept(output: Path, without_translations: list[object], inputs: list[P
     _check_output(output, inputs)
 
 
+EvaluatedCheckpoints = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Checkpoint or run directory (not needed with --hyp); several evaluate their ensemble."
+    ),
+]
+EvaluatedSource = Annotated[
+    Path | None, typer.Option(help="Source file to translate (a language model's prompts) and score.")
+]
+References = Annotated[
+    list[Path] | None,
+    typer.Option(
+        help="Reference file (one line per segment); repeat for several references. For a "
+        "classifier, one file of labels: one per line, or one per source token."
+    ),
+]
+Hypotheses = Annotated[Path | None, typer.Option(help="Score this existing output instead of translating.")]
+Split = Annotated[
+    str | None,
+    typer.Option(metavar=one_of(SPLITS), help="For models of a generated task: dev, test or test_long."),
+]
+GoldTrees = Annotated[
+    Path | None,
+    typer.Option(
+        help="Gold treebank: parse its sentences with a parsing model (or score --hyp trees) and "
+        "report labelled bracket precision/recall/F1 with EVALB conventions."
+    ),
+]
+EvaluatedSourceTrees = Annotated[
+    Path | None, typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu).")
+]
+
+
 @app.command()
 def evaluate(
-    checkpoints: Annotated[
-        list[Path] | None,
-        typer.Argument(
-            help="Checkpoint or run directory (not needed with --hyp); several evaluate their ensemble."
-        ),
-    ] = None,
-    src: Annotated[
-        Path | None, typer.Option(help="Source file to translate (a language model's prompts) and score.")
-    ] = None,
-    ref: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="Reference file (one line per segment); repeat for several references. For a "
-            "classifier, one file of labels: one per line, or one per source token."
-        ),
-    ] = None,
-    hyp: Annotated[
-        Path | None, typer.Option(help="Score this existing output instead of translating.")
-    ] = None,
-    split: Annotated[
-        str | None,
-        typer.Option(metavar=one_of(SPLITS), help="For models of a generated task: dev, test or test_long."),
-    ] = None,
-    trees: Annotated[
-        Path | None,
-        typer.Option(
-            help="Gold treebank: parse its sentences with a parsing model (or score --hyp trees) and "
-            "report labelled bracket precision/recall/F1 with EVALB conventions."
-        ),
-    ] = None,
+    checkpoints: EvaluatedCheckpoints = None,
+    src: EvaluatedSource = None,
+    ref: References = None,
+    hyp: Hypotheses = None,
+    split: Split = None,
+    trees: GoldTrees = None,
     greedy: Greedy = False,
     beam: Beam = None,
     alpha: Alpha = None,
-    src_trees: Annotated[
-        Path | None,
-        typer.Option(help="Syntax-aware models: the --src file's trees (.tree or .conllu)."),
-    ] = None,
+    src_trees: EvaluatedSourceTrees = None,
     threads: Threads = None,
     quantize: Quantize = "none",
     device: Device = "auto",
@@ -366,12 +411,7 @@ def evaluate(
             fail("give --src and --ref files (or --split for generated tasks)")
         sources = _read_input(src)
         if decoding_for(loaded[0].config.model.kind).labels:
-            if output is not None:
-                fail("-o keeps translations; a classifier's labels are printed by translate")
-            if len(refs) > 1:
-                fail("a classifier is evaluated on one --ref file of labels")
-            with decode_progress("evaluating", len(sources)) as advance:
-                _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
+            _evaluate_labels(loaded, src, sources, refs, opts, output)
             return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
@@ -379,6 +419,25 @@ def evaluate(
         _write_output(output, report.hypotheses)
     _print_scores(report.scores)
     stdout.print(f"reference perplexity {report.perplexity:.4f} over {report.tokens} tokens")
+
+
+def _evaluate_labels(
+    loaded: list[LoadedModel],
+    src: Path,
+    sources: list[str],
+    refs: list[list[str]],
+    opts: DecodeConfig,
+    output: Path | None,
+) -> None:
+    """A classifier's label accuracy on --src against one --ref file of labels."""
+    from .. import evaluate as ev
+
+    if output is not None:
+        fail("-o keeps translations; a classifier's labels are printed by translate")
+    if len(refs) > 1:
+        fail("a classifier is evaluated on one --ref file of labels")
+    with decode_progress("evaluating", len(sources)) as advance:
+        _print_accuracy(str(src), ev.evaluate_labels(loaded, sources, refs[0], opts, advance), True)
 
 
 @app.command()

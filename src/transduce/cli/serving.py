@@ -92,18 +92,14 @@ def serve(
     calls take turns between batches instead of between decoding steps, /attention is refused
     (CTranslate2 gives no attention weights here) and so is a request's sampling seed.
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
-    from ..serve import Limits, Listen, check_listen, create_app, is_loopback, run_server, server_api_key
+    from ..serve import Limits, Listen, check_listen, create_app, run_server, server_api_key
 
     with user_errors(ValueError):
         key = server_api_key(api_key)
         listen = Listen(host, port, graceful_seconds, receive_timeout)
         limits = Limits.from_options(ctx.params)  # --max-segments to --batching, by name
         check_listen(listen)
-    if not is_loopback(host) and key is None:
-        console.print(
-            f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
-            "(set --api-key or TRANSDUCE_API_KEY)"
-        )
+    _warn_if_open(host, key)
     torch_only(engine, static_cache=static_cache)
     listed = read_shortlist(shortlist)
     loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
@@ -112,6 +108,17 @@ def serve(
     with user_errors(ValueError):
         application = create_app(loaded, limits, key, listed)
     run_server(application, listen)
+
+
+def _warn_if_open(host: str, key: str | None) -> None:
+    """A warning when the server listens beyond this machine to anyone."""
+    from ..serve import is_loopback
+
+    if not is_loopback(host) and key is None:
+        console.print(
+            f"[yellow]warning:[/] serving on {host} without an API key; anyone who can reach it may use it "
+            "(set --api-key or TRANSDUCE_API_KEY)"
+        )
 
 
 def _with_static_cache(loaded: list[LoadedModel]) -> list[LoadedModel]:
