@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.algorithmic.tasks import PAPER, TASKS
+from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
 from bench.mt import compare
 from bench.records import RECORDS, ROOT, markdown_table
 
@@ -406,7 +406,17 @@ def algorithmic(records: Path) -> Lines:
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
         for task in TASKS
-        if TASKS[task].lte
+        if TASKS[task].lte and not TASKS[task].program
+    ]
+    programs = [
+        {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
+        | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
+        | {
+            f"ours: {label}": accuracy(runs.get((task, model, "none")))
+            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+        }
+        for task in TASKS
+        if TASKS[task].program
     ]
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
@@ -425,12 +435,42 @@ def algorithmic(records: Path) -> Lines:
         "",
         *markdown_table(lte),
         "",
+        "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split), "
+        "beside the paper's Table 6 (`--programs`):",
+        "",
+        *markdown_table(programs),
+        "",
         "`python -m bench.algorithmic.grid --tasks copy reverse addition --models transformer ut ut_act "
         "--positions none offset subset_spread --seeds 3 --lte --threads 1`  ",
         f"Host: {'; '.join(machines) or 'one CPU thread (x86_64, torch 2.13.0+cpu)'}, "
         f"a median {minutes:.0f} CPU minutes of training a run. Records: "
         f"`bench/records/algorithmic/{ALGORITHMIC_SETTING}/` ({len(every)} runs). Notes: "
         "[algorithmic](results/algorithmic.md).",
+        "",
+        *headline_table(records),
+    ]
+
+
+def headline_table(records: Path) -> Lines:
+    """The best setting so far of each model at length 400 (headline.json, `grid --report`)."""
+    path = records / "algorithmic" / "headline.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    for row in rows:
+        row["model"] = LABELS[row["model"]]
+        row["setting"] = f"{row['setting'].rsplit('_', 1)[-1]}, {row['positions']}"
+        row["paper"] = "{:.2f} / {:.2f}".format(*row["paper"])
+    columns = {"task": "task", "model": "model", "char": "char", "seq": "seq", "n": "n", "updates": "updates"}
+    columns |= {"device": "device", "setting": "setting, positions", "paper": "paper (UT: one row)"}
+    return [
+        "The best setting so far of each model at length 400 (every setting trained on 1-40; "
+        "`bench/records/algorithmic/headline.json`, written by `python -m bench.algorithmic.grid --report`), "
+        "and its accuracy against test length:",
+        "",
+        *markdown_table(rows, columns, {"char": "{:.2f}".format, "seq": "{:.2f}".format}),
+        "",
+        "![accuracy against test length, best setting of each model](results/algorithmic-headline.png)",
     ]
 
 

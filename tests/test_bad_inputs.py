@@ -66,6 +66,22 @@ def damaged_npy(run: Path, tmp: Path) -> list[str]:
     return train_on(data, tmp)
 
 
+def every_checkpoint_damaged(run: Path, tmp: Path) -> list[str]:
+    """A copy of the run whose every checkpoint's weights are garbled, resumed."""
+    copy = tmp / "r"
+    shutil.copytree(run, copy)
+    for checkpoint in step_checkpoints(copy / "checkpoints"):
+        (checkpoint / "model.safetensors").write_bytes(b"garbage")
+    return ["train", "small", *TINY, "--run-dir", str(copy), "--resume"]
+
+
+def foreign_best_json(run: Path, tmp: Path) -> list[str]:
+    """A --run-dir holding someone's best.json and no checkpoints."""
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "best.json").write_text("mine\n")
+    return ["train", "small", *TINY, "--run-dir", str(tmp / "mine")]
+
+
 def ids_out_of_range(run: Path, tmp: Path) -> list[str]:
     data = dataset_copy(run, tmp)
     tokens = np.load(data / "dev.tgt.tokens.npy")
@@ -267,6 +283,8 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("--split of no such name", lambda r, t: ["evaluate", str(r), "--split", "tests"], "allowed: train, dev"),
     ("--src a directory", lambda r, t: ["evaluate", str(r), "--src", str(t), "--ref", str(t)], "a directory"),
     ("damaged .npy in a dataset", damaged_npy, "damaged dataset"),
+    ("--resume where every checkpoint is damaged", every_checkpoint_damaged, "nothing to resume from"),
+    ("--run-dir with a best.json of no run", foreign_best_json, "best.json exists but"),
     ("token ids beyond the vocabulary", ids_out_of_range, "token ids outside the vocabulary"),
     ("corrupt dataset meta.json", corrupt_dataset_meta, "unreadable metadata"),
     (
@@ -600,7 +618,7 @@ def help_of(*words: str) -> str:
 
 def test_help_lists_every_option_of_every_command():
     for path, command in every_command():
-        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         for param in command.params:
             for name in param.opts if param.param_type_name == "option" else []:

@@ -82,6 +82,7 @@ BILLION_LAUGHS = "\n".join(
 BAD_FILES = [
     ("bad.json", b'{"model": ', "bad.json: not valid JSON: line 1, column 11"),
     ("list.json", b"[1, 2]", "list.json: the top level must be a mapping of sections"),
+    ("value.toml", b'preset = "small"\nmodel = 3\n', "model is a section: set its keys"),
     ("deep.json", b"[" * 100_000, "deep.json: not valid JSON: nested too deeply"),
     (
         "latin1.yaml",
@@ -98,6 +99,8 @@ BAD_FILES = [
 
 # (overrides on the small preset, expected message fragment)
 BAD_OVERRIDES = [
+    (["model=1"], "model is a section: set its keys (model.d_model=...), not 1"),
+    (["model.d_model.x=1"], "model.d_model is a value (256), not a section: it has no keys"),
     (["model.d_model=["], "override 'model.d_model=[': not valid YAML: line 1, column 2"),
     (["model.d_ff=[&a [1, 2], *a, *a]"], "aliases (*name) are not allowed"),
     (["model.d_ff=100000000000"], "model.d_ff: Input should be less than or equal to 65536 (got 10000"),
@@ -160,10 +163,17 @@ BAD_OVERRIDES = [
 ]
 
 
+# A bad value in a file is refused even when an override sets a key below it.
+BAD_FILES_WITH_OVERRIDES = [
+    ("value.toml", b"model = 3\n", ["model.d_model=32"], "model is a value (3), not a section"),
+]
+
+
 def _cases() -> list:
     files = [pytest.param(name, content, [], fragment, id=name) for name, content, fragment in BAD_FILES]
     overrides = [pytest.param(None, None, o, f, id=" ".join(o)[:40]) for o, f in BAD_OVERRIDES]
-    return files + overrides
+    both = [pytest.param(*row, id=f"{row[0]} {row[2][0]}") for row in BAD_FILES_WITH_OVERRIDES]
+    return files + overrides + both
 
 
 @pytest.mark.parametrize(("name", "content", "overrides", "fragment"), _cases())

@@ -163,3 +163,28 @@ def test_server_answers_on_a_device_model(tmp_path):
     ]
     shown = attention.json()  # a row per target token (</s> included), a column per source token
     assert len(shown["weights"]) == len(shown["target"]) and len(shown["weights"][0]) == len(shown["source"])
+
+
+def test_static_cache_replays_a_cuda_graph_and_equals_the_growing_cache(no_tf32):
+    """decode/static.py on the device: greedy, beam (n-best) and sampling equal the growing cache;
+    on CUDA the step is a captured graph (one per shape), reused by the next batch of that shape."""
+    from transduce.config import DecodeConfig
+    from transduce.decode import static
+
+    model = tiny_model(vocab=15, seed=3).to(DEVICE)
+    sources = [[4, 7, 9, 5, 11], [8, 6], [12, 13, 14], [5], [9, 9, 9, 9]]
+    for cfg in (
+        DecodeConfig(beam=3, nbest=2, max_len_b=6),
+        DecodeConfig(sample=True, seed=3, num_samples=2, max_len_b=6),
+    ):
+        for use_greedy in (False, True) if not cfg.sample else (False,):
+            expected = decode_all(model, sources, cfg, use_greedy)
+            got = decode_all(model, sources, cfg.model_copy(update={"static_cache": True}), use_greedy)
+            assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in expected]
+            for a, b in zip(got, expected, strict=True):
+                assert all(math.isclose(x.score, y.score, abs_tol=1e-4) for x, y in zip(a, b, strict=True))
+    pool = static._POOLS[model]
+    if DEVICE.type == "cuda":
+        assert pool.steps and all(step.graph is not None for step in pool.steps.values())
+    again = decode_all(model, sources, DecodeConfig(beam=3, max_len_b=6, static_cache=True))
+    assert len(pool.steps) <= static.POOL_SIZE and [h[0].tokens for h in again]

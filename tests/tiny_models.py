@@ -50,12 +50,13 @@ def sequence_log_probs(model, src_row, seq):
     return [float(logp[i, t]) for i, t in enumerate(seq)]
 
 
-def saved_checkpoint(path, symbols, seed) -> LoadedModel:
+def saved_checkpoint(path, symbols, seed, overrides=()) -> LoadedModel:
     """A random tiny model over a symbol vocabulary (beam 3, outputs of at most m + 6 tokens)
-    saved as a checkpoint at `path` and loaded back."""
+    saved as a checkpoint at `path` and loaded back; `overrides` change its config."""
     torch.manual_seed(seed)
     vocab = SymbolVocab(symbols)
-    cfg = load_config("small", [*SIZES, "model.decoder_layers=1", "decode.beam=3", "decode.max_len_b=6"])
+    defaults = [*SIZES, "model.decoder_layers=1", "decode.beam=3", "decode.max_len_b=6"]
+    cfg = load_config("small", [*defaults, *overrides])
     model = build_model(cfg.model, len(vocab), len(vocab))
     with torch.no_grad():
         model.output.weight.mul_(3.0)  # more varied outputs than the default initialisation

@@ -54,8 +54,10 @@ from typing import Any
 
 import torch
 
+from bench.algorithmic import headline
+from bench.algorithmic.jobs import GRID, Pool, cell_argv, cell_env, probe
 from bench.algorithmic.tasks import LABELS, PAPER, TASKS
-from bench.records import BENCH, ROOT, host_line, spread
+from bench.records import BENCH, ROOT, cpu_name, host_line, spread
 from transduce.config import Config, load_config
 from transduce.data.tasks import examples_of_length
 from transduce.decode.translate import decode_all
@@ -90,10 +92,21 @@ SETTING_KEYS = [  # every argument a run's result depends on (not the grid, thre
     *("width", "d_ff", "heads", "layers", "ut_steps", "dropout", "norm", "warmup", "lr_scale"),
 ]
 
+# Keys added later: part of a setting only away from these defaults, so that the settings recorded
+# before them keep their names.
+LATER_KEYS = {"act_tau": 0.01, "program_len": 5, "program_nesting": 2}
+
+
+def setting(args: argparse.Namespace) -> dict[str, Any]:
+    """Every argument a run's result depends on."""
+    return {k: getattr(args, k) for k in SETTING_KEYS} | {
+        k: getattr(args, k) for k, default in LATER_KEYS.items() if getattr(args, k) != default
+    }
+
 
 def setting_name(args: argparse.Namespace) -> str:
     """The folder of one setting: its main sizes to read, a hash of every setting to be exact."""
-    settings = {k: getattr(args, k) for k in SETTING_KEYS}
+    settings = setting(args)
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
     return f"len{args.train_len}-{args.test_len}_steps{args.steps}_tok{args.max_tokens}_{digest}"
 
@@ -123,7 +136,8 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
             f"train.steps={args.steps}",
             f"train.warmup={args.warmup}",
             f"train.lr_scale={args.lr_scale}",
-            f"train.validate_every={args.steps}",
+            f"model.act_tau={args.act_tau}",
+            f"train.validate_every={args.curve_every or args.steps}",
             f"train.save_every={max(1, min(args.steps, 500))}",
             "train.keep_last=1",
             f"train.threads={args.threads}",
@@ -147,9 +161,29 @@ def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[
 
 
 def write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(".tmp")
+    """Atomically, under a name of this process's own (several processes fill one folder)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(value, indent=1))
     os.replace(tmp, path)
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU model, for every record."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+
+
+def curve(history: list[dict]) -> list[dict[str, float]]:
+    """Dev accuracy (the training lengths) at each validation: the learning curve against updates."""
+    return [
+        {
+            "updates": h["step"],
+            "dev_char": h["dev_char_acc"],
+            "dev_seq": h["dev_seq_acc"],
+            "dev_loss": h["dev_loss"],
+        }
+        for h in history
+        if "dev_seq_acc" in h
+    ]
 
 
 def in_use(work: Path) -> str | None:
@@ -161,47 +195,81 @@ def in_use(work: Path) -> str | None:
         return str(held)
 
 
-def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions: str, seed: int) -> None:
+Cell = tuple[str, str, str, int]  # task, model, positions, seed
+
+
+def cell_name(cell: Cell) -> str:
+    task, model, positions, seed = cell
+    return f"{task}-{model}-{positions}-seed{seed}"
+
+
+def missing_lengths(args: argparse.Namespace, task: str, result: dict | None) -> list[int]:
+    lengths = [] if TASKS[task].lte else args.lengths
+    return [n for n in lengths if result is None or str(n) not in result["by_length"]]
+
+
+def pending(args: argparse.Namespace, folder: Path, cell: Cell) -> bool:
+    """Whether a cell has anything left to do: no result, or lengths missing from its result
+    while its checkpoint is still there (a recorded cell is skipped)."""
+    result_file = folder / f"{cell_name(cell)}.json"
+    if not result_file.exists():
+        return True
+    result = json.loads(result_file.read_text())
+    return (
+        bool(missing_lengths(args, cell[0], result)) and (args.out / folder.name / cell_name(cell)).exists()
+    )
+
+
+def new_result(
+    args: argparse.Namespace, cell: Cell, trainer: Trainer, metrics: dict, train_cpu: float
+) -> dict:
+    """A cell's record, before the sweep over lengths."""
+    task, model, positions, seed = cell
+    headline = TASKS[task].headline
+    _, _, ponder = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps, teacher-forced
+    return {
+        "task": task,
+        "model": model,
+        "positions": positions,
+        "seed": seed,
+        "steps": trainer.state.step,
+        "updates": trainer.state.step,
+        "device": device_name(trainer.device),
+        "device_type": trainer.device.type,
+        "char": metrics[f"{headline}_char_acc"],
+        "seq": metrics[f"{headline}_seq_acc"],
+        "dev_char": metrics["dev_char_acc"],
+        "dev_seq": metrics["dev_seq_acc"],
+        "dev_loss": metrics["dev_loss"],
+        "curve": curve(trainer.state.history),
+        "ponder_dev": {k: v for k, v in metrics.items() if "_ponder_" in k},
+        "ponder_test": ponder,
+        "train_minutes": trainer.state.train_seconds / 60,
+        "command": " ".join(["python", "-m", "bench.algorithmic.grid", *cell_argv(sys.argv[1:])]),
+        "machine": host_line(args.threads),
+        "train_cpu_minutes": train_cpu / 60,
+        "by_length": {},
+    }
+
+
+def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
     """Train and evaluate one (task, model, positions, seed), or complete its stored result; a run
     that another invocation is training is left to it, so several invocations can fill one grid."""
-    name = f"{task}-{model}-{positions}-seed{seed}"
-    result_file = folder / f"{name}.json"
-    result = json.loads(result_file.read_text()) if result_file.exists() else None
-    lengths = [] if TASKS[task].lte else args.lengths
-    missing = [n for n in lengths if result is None or str(n) not in result["by_length"]]
-    work = OUT / folder.name / name
-    if result is not None and (not missing or not work.exists()):
+    if not pending(args, folder, cell):
         return  # complete, or recorded in an earlier session whose checkpoint is gone
+    result_file = folder / f"{cell_name(cell)}.json"
+    result = json.loads(result_file.read_text()) if result_file.exists() else None
+    missing = missing_lengths(args, cell[0], result)
+    work = args.out / folder.name / cell_name(cell)
     if (holder := in_use(work)) is not None:
         print(f"skipped: {holder}", flush=True)
         return
-    cfg = config(args, task, model, positions, seed)
+    cfg = config(args, *cell)
     cpu, wall = time.process_time(), time.monotonic()
     trainer = Trainer(cfg, work, show_progress=args.progress)
     metrics = trainer.fit(resume=True)  # a finished run only loads its weights
-    train_cpu = time.process_time() - cpu
     if result is None:
-        headline = TASKS[task].headline
-        _, _, ponder = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps, teacher-forced
-        result = {
-            "task": task,
-            "model": model,
-            "positions": positions,
-            "seed": seed,
-            "steps": trainer.state.step,
-            "char": metrics[f"{headline}_char_acc"],
-            "seq": metrics[f"{headline}_seq_acc"],
-            "dev_char": metrics["dev_char_acc"],
-            "dev_seq": metrics["dev_seq_acc"],
-            "dev_loss": metrics["dev_loss"],
-            "ponder_dev": {k: v for k, v in metrics.items() if "_ponder_" in k},
-            "ponder_test": ponder,
-            "train_minutes": trainer.state.train_seconds / 60,
-            "command": " ".join(["python", "-m", "bench.algorithmic.grid", *sys.argv[1:]]),
-            "machine": host_line(args.threads),
-            "train_cpu_minutes": train_cpu / 60,
-            "by_length": {},
-        }
+        result = new_result(args, cell, trainer, metrics, time.process_time() - cpu)
     began = time.process_time()
     for n in missing:
         result["by_length"][str(n)] = accuracy_at(trainer, cfg, n, args.sweep_size)
@@ -209,7 +277,12 @@ def run(args: argparse.Namespace, folder: Path, task: str, model: str, positions
     result["cpu_minutes"] = result["train_cpu_minutes"] + result["sweep_cpu_minutes"]
     result["wall_minutes"] = result.get("wall_minutes", 0.0) + (time.monotonic() - wall) / 60
     write_json(result_file, result)
-    print(json.dumps({k: v for k, v in result.items() if k != "by_length"}), flush=True)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("by_length", "curve")}), flush=True)
+
+
+def shown(path: Path) -> Path:
+    """A path as the table names it: from the repository root when it is inside."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def groups(results: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
@@ -226,7 +299,7 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         f"## Algorithmic tasks: length generalisation ({time.strftime('%Y-%m-%d')})",
         "",
         f"Commands: `{command}`  ",
-        f"Results: `{folder.relative_to(ROOT)}` (one JSON per run; `results.json`).  ",
+        f"Results: `{shown(folder)}` (one JSON per run; `results.json`).  ",
         f"Machine: {platform.processor() or platform.machine()}, {args.threads} thread(s), torch "
         f"{torch.__version__}. Train lengths 1..{args.train_len} ({args.train_size} examples), headline "
         f"at length {args.test_len} ({args.eval_size} examples; LTE tasks: length {args.lte_len}, dev); "
@@ -237,12 +310,19 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
     ]
     grouped = groups(results)
     long = {key: rows for key, rows in grouped.items() if not TASKS[key[0]].lte}
-    lte = {key: rows for key, rows in grouped.items() if TASKS[key[0]].lte}
+    lte = {key: rows for key, rows in grouped.items() if TASKS[key[0]].lte and not TASKS[key[0]].program}
+    programs = {key: rows for key, rows in grouped.items() if TASKS[key[0]].program}
     if long:
         lines += ["", *table_rows(long, args, f"at length {args.test_len}", dev=True)]
     if lte:
         heading = f"Learning to Execute memorisation, length {args.lte_len} (dev split, in distribution):"
         lines += ["", heading, "", *table_rows(lte, args, f"at length {args.lte_len}", dev=False)]
+    if programs:
+        heading = (
+            f"Learning to Execute program evaluation, nesting {args.program_nesting}, length "
+            f"{args.program_len} (dev split, in distribution):"
+        )
+        lines += ["", heading, "", *table_rows(programs, args, "(dev)", dev=False)]
     lines += [
         "",
         "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
@@ -250,13 +330,15 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         "Execute memorisation table (length 55) for the lte_ tasks. ACT steps: mean "
         "ponder steps per position, teacher-forced at the headline length. CPU minutes: training and "
         "evaluation in the invocation that finished the run. The curve over test lengths: "
-        f"`{(folder / 'accuracy_by_length.png').relative_to(ROOT)}`.",
+        f"`{shown(folder / 'accuracy_by_length.png')}`.",
     ]
     return lines
 
 
 def papers_setting(args: argparse.Namespace, task: str) -> bool:
     """Whether the paper's numbers apply: its lengths (train 1..40, test 400; LTE tasks at 55)."""
+    if TASKS[task].program:
+        return (args.program_len, args.program_nesting) == (5, 2)
     return args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
 
 
@@ -373,13 +455,20 @@ def plot(results: list[dict], args: argparse.Namespace, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def grid_options(parser: argparse.ArgumentParser) -> None:
     grid = parser.add_argument_group("the grid")
     grid.add_argument("--tasks", nargs="+", default=["copy", "reverse", "addition"], choices=list(TASKS))
-    grid.add_argument("--lte", action="store_true", help="add lte_copy, lte_double and lte_reverse")
+    grid.add_argument(
+        "--lte",
+        action="store_true",
+        help="add lte_copy, lte_double and lte_reverse (in distribution: positions none only)",
+    )
+    grid.add_argument(
+        "--programs",
+        action="store_true",
+        help="add Learning to Execute's program evaluation: lte_program, lte_control, lte_addition "
+        "(constants of --program-len digits, --program-nesting operations, LTE's mix strategy)",
+    )
     grid.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     grid.add_argument(
         "--positions",
@@ -396,7 +485,13 @@ def main() -> None:
     size.add_argument("--d-ff", type=int, default=512)
     size.add_argument("--heads", type=int, default=4)
     size.add_argument("--layers", type=int, default=2, help="Transformer layers per stack")
-    size.add_argument("--ut-steps", type=int, default=8, help="UT steps per stack (UT+ACT: at most)")
+    size.add_argument(
+        "--ut-steps",
+        type=int,
+        default=8,
+        help="UT steps per stack (UT+ACT: at most; tensor2tensor's adaptive tiny set caps ACT at 4)",
+    )
+    size.add_argument("--act-tau", type=float, default=0.01, help="ACT's ponder cost weight (model.act_tau)")
     size.add_argument("--dropout", type=float, default=0.1)
     size.add_argument(
         "--norm",
@@ -404,49 +499,172 @@ def main() -> None:
         default="pre",
         help="layer norm placement; tensor2tensor's models normalise before each sublayer (pre)",
     )
+
+
+def training_options(parser: argparse.ArgumentParser) -> None:
     train = parser.add_argument_group("training")
     train.add_argument(
         "--steps",
         type=int,
         default=1000,
-        help="measured: UT 1.3, UT+ACT 0.3 (pondering little) to 1.3, Transformer 0.3 CPU s/step; a UT run "
-        "with its evaluation about 25 CPU minutes",
+        help="updates per cell; measured: UT 1.3, UT+ACT 0.3 (pondering little) to 1.3, Transformer 0.3 "
+        "CPU s/step; a UT run with its evaluation about 25 CPU minutes at 1,000",
     )
     train.add_argument("--max-tokens", type=int, default=2048, help="tokens per batch, padding included")
     train.add_argument("--warmup", type=int, default=400)
     train.add_argument("--lr-scale", type=float, default=1.0)
     train.add_argument("--train-size", type=int, default=100_000, help="training examples (t2t: 100k)")
-    train.add_argument("--threads", type=int, default=1)
+    train.add_argument("--threads", type=int, default=1, help="CPU threads per cell")
+    train.add_argument(
+        "--curve-every",
+        type=int,
+        help="validate every N updates and record the curve of dev accuracy (training lengths) against "
+        "updates in each cell's record (default: validate once, at the end)",
+    )
     data = parser.add_argument_group("lengths and evaluation")
     data.add_argument("--train-len", type=int, default=40, help="training lengths 1..N")
     data.add_argument("--test-len", type=int, default=400, help="the headline test length")
     data.add_argument("--lte-len", type=int, default=55, help="the LTE memorisation length")
+    data.add_argument(
+        "--program-len", type=int, default=5, help="LTE programs: digits of a constant, at most"
+    )
+    data.add_argument("--program-nesting", type=int, default=2, help="LTE programs: operations, at most")
     data.add_argument("--eval-size", type=int, default=100, help="examples at --test-len (and dev)")
     data.add_argument(
         "--lengths", type=int, nargs="*", default=[40, 80, 120, 160, 200, 300], help="the sweep's lengths"
     )
     data.add_argument("--sweep-size", type=int, default=30, help="examples per sweep length")
-    out = parser.add_argument_group("output")
-    out.add_argument("--progress", action="store_true", help="show each run's progress bar")
-    out.add_argument(
+
+
+def compute_options(parser: argparse.ArgumentParser) -> None:
+    compute = parser.add_argument_group("compute and output")
+    compute.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where cells train: cuda (an error when there is none), cpu (a GPU is hidden), or auto",
+    )
+    compute.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="cells at once, each a process of its own (on the CPU with --threads threads each; on a "
+        "GPU all share it); each cell's record is written as it finishes",
+    )
+    compute.add_argument(
+        "--jobs-probe",
+        help="train nothing of the grid: measure cells per minute at each N of a list such as 1,2,4,8 "
+        "(a wave of N UT-on-copy cells of --probe-steps updates) and record it",
+    )
+    compute.add_argument("--probe-steps", type=int, default=200, help="updates of a --jobs-probe cell")
+    compute.add_argument(
+        "--minutes",
+        type=float,
+        help="with --jobs: start no cell after this many minutes and interrupt the running ones (they "
+        "save a checkpoint and resume on the next invocation; their records come then)",
+    )
+    compute.add_argument("--cell", help=argparse.SUPPRESS)  # TASK:MODEL:POSITIONS:SEED, for --jobs
+    compute.add_argument("--records", type=Path, default=RECORDS, help="where the records go")
+    compute.add_argument("--out", type=Path, default=OUT, help="where the training runs go (not committed)")
+    compute.add_argument("--progress", action="store_true", help="show each run's progress bar")
+    compute.add_argument(
         "--report",
         action="store_true",
         help="train nothing: the table and plot of every run recorded so far at this setting (the grid "
-        "options then only name the setting)",
+        "options then only name the setting), and headline.json with its plot from every setting at "
+        "the paper's lengths",
     )
-    args = parser.parse_args()
-    tasks = args.tasks + ([t for t in TASKS if TASKS[t].lte and t not in args.tasks] if args.lte else [])
-    folder = RECORDS / setting_name(args)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    grid_options(parser)
+    training_options(parser)
+    compute_options(parser)
+    args = parser.parse_args(argv)
+    for name in ("jobs", "steps", "threads", "probe_steps", "seeds", "curve_every"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} {value}: must be at least 1")
+    if args.cell is not None:
+        text, args.cell = args.cell, parse_cell(args.cell)
+        if args.cell is None:
+            parser.error(f"--cell {text}: want TASK:MODEL:POSITIONS:SEED of the grid's names")
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before anything asks torch for a GPU
+    elif args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda: no CUDA device is available to torch {torch.__version__}")
+    return args
+
+
+def cells(args: argparse.Namespace) -> list[Cell]:
+    """The grid's cells, seed by seed, so that a partial sweep covers the grid once first."""
+    extra = [
+        t
+        for t in TASKS
+        if TASKS[t].lte and ((args.lte and not TASKS[t].program) or (args.programs and TASKS[t].program))
+    ]
+    tasks = list(dict.fromkeys(args.tasks + extra))
+    return [
+        (task, model, positions if not TASKS[task].lte else "none", seed)
+        for seed in range(1, args.seeds + 1)
+        for task in tasks
+        for model in args.models
+        for positions in (args.positions if not TASKS[task].lte else ["none"])
+    ]
+
+
+def parse_cell(text: str) -> Cell | None:
+    """TASK:MODEL:POSITIONS:SEED, or None when it is not one of the grid's cells."""
+    parts = text.split(":")
+    if len(parts) != 4 or parts[0] not in TASKS or parts[1] not in MODELS or parts[2] not in POSITIONS:
+        return None
+    return (parts[0], parts[1], parts[2], int(parts[3])) if parts[3].isdigit() else None
+
+
+def run_cells(args: argparse.Namespace, folder: Path) -> None:
+    """The pending cells, in this process (--jobs 1) or `--jobs` processes at a time."""
+    todo = list(dict.fromkeys(c for c in cells(args) if pending(args, folder, c)))
+    if args.jobs == 1 and args.minutes is None:
+        for cell in todo:
+            run(args, folder, cell)
+        return
+    command = [*GRID, *cell_argv(sys.argv[1:])]
+    deadline = None if args.minutes is None else time.monotonic() + 60 * args.minutes
+    pool = Pool(args.jobs, cell_env(args.device, args.threads), args.out / folder.name / "logs", deadline)
+    finished = pool.run([(cell_name(c), [*command, "--cell", ":".join(map(str, c))]) for c in todo])
+    failed = [f.name for f in finished if f.status not in (0, -2)]
+    left = sum(f.status == -2 for f in finished)
+    done = len(finished) - len(failed) - left
+    print(f"{done} cells done, {left} left for the next run, failed: {', '.join(failed) or 'none'}")
+
+
+def main() -> None:
+    args = parse()
+    if args.jobs_probe:
+        counts = [int(n) for n in args.jobs_probe.split(",") if n.strip()]
+        env = cell_env(args.device, args.threads)
+        rows = probe(sys.argv[1:], counts, args.probe_steps, env, args.out)
+        record_probe(args, rows)
+        return
+    folder = args.records / setting_name(args)
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "setting.json", {k: getattr(args, k) for k in SETTING_KEYS})
+    if args.cell:
+        run(args, folder, args.cell)
+        return
+    write_json(folder / "setting.json", setting(args))
     if not args.report:
-        for seed in range(1, args.seeds + 1):  # seed by seed, so a partial sweep covers the grid once
-            for task in tasks:
-                for model in args.models:
-                    for positions in args.positions:
-                        run(args, folder, task, model, positions, seed)
-    # The report covers every run recorded at this setting, not only this invocation's: the folder's
-    # table is shared by all the invocations that fill the grid.
+        run_cells(args, folder)
+    report(args, folder)
+    if args.report:
+        headline.write(args.records)
+
+
+def report(args: argparse.Namespace, folder: Path) -> None:
+    """The setting's table and plot over every run recorded at it, not only this invocation's: the
+    folder's table is shared by all the invocations that fill the grid."""
     order = {key: i for i, key in enumerate(TASKS)}
     results = sorted(
         (json.loads(f.read_text()) for f in folder.glob("*-seed*.json")),
@@ -458,6 +676,29 @@ def main() -> None:
     (folder / "table.md").write_text("\n".join(lines) + "\n")
     plot(results, args, folder / "accuracy_by_length.png")
     print("\n".join(lines))
+
+
+def record_probe(args: argparse.Namespace, rows: list[dict]) -> Path:
+    """The probe's cells per minute, as a record of this device in --records."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    best = max(rows, key=lambda r: r["cells_per_minute"])
+    slug = "".join(c if c.isalnum() else "-" for c in device_name(device).lower()).strip("-")
+    args.records.mkdir(parents=True, exist_ok=True)
+    path = args.records / f"jobs-probe-{slug}-{time.strftime('%Y-%m-%d')}.json"
+    record = {
+        "claim": "jobs-probe",
+        "date": time.strftime("%Y-%m-%d"),
+        "command": " ".join(["python", "-m", "bench.algorithmic.grid", *sys.argv[1:]]),
+        "device": device_name(device),
+        "host": host_line(args.threads),
+        "setup": f"a wave of N UT-on-copy cells of {args.probe_steps} updates, {args.max_tokens}-token "
+        f"batches, {args.threads} thread(s) each",
+        "rows": rows,
+        "best_jobs": best["jobs"],
+    }
+    write_json(path, record)
+    print(f"best jobs: {best['jobs']} ({best['cells_per_minute']} cells/min); recorded in {path}")
+    return path
 
 
 if __name__ == "__main__":

@@ -17,6 +17,15 @@ PAPER = {
     "lte_copy": {"transformer": (0.98, 0.63), "ut": (1.0, 1.0)},
     "lte_double": {"transformer": (0.94, 0.55), "ut": (1.0, 1.0)},
     "lte_reverse": {"transformer": (0.81, 0.26), "ut": (1.0, 1.0)},
+    # Learning to Execute program evaluation, nesting 2, length 5 (the paper's Table 6)
+    "lte_program": {"transformer": (0.71, 0.29), "ut": (0.89, 0.63)},
+    "lte_control": {"transformer": (0.93, 0.66), "ut": (1.0, 1.0)},
+    "lte_addition": {"transformer": (1.0, 1.0), "ut": (1.0, 1.0)},
+}
+PAPER_LSTM = {  # the LSTM rows of the paper's LTE tables, for the program evaluation table
+    "lte_program": (0.53, 0.12),
+    "lte_control": (0.68, 0.21),
+    "lte_addition": (0.83, 0.11),
 }
 
 
@@ -25,15 +34,24 @@ class Task:
     """A benchmark task: the generated task it trains on, and where its headline comes from."""
 
     data_task: str
-    lte: bool = False  # Learning to Execute memorisation: one length, tested in distribution
+    lte: bool = False  # Learning to Execute: one length, tested in distribution
+    program: bool = False  # its program evaluation: constants of --program-len digits, --program-nesting
 
     def data_overrides(self, args: argparse.Namespace) -> list[str]:
-        if self.lte:  # test_long is not reported; one length past training keeps it cheap
+        extra = []
+        if self.program:  # every split at the mix strategy's bounds; test_long is not reported
+            lengths = [args.program_len] * 2 + [args.program_len + 1] * 2
+            extra = [f"data.task_nesting={args.program_nesting}"]
+        elif self.lte:  # test_long is not reported; one length past training keeps it cheap
             lengths = [args.lte_len] * 2 + [args.lte_len + 1] * 2
         else:
             lengths = [1, args.train_len, args.test_len, args.test_len]
         keys = ("task_train_min_len", "task_train_max_len", "task_test_min_len", "task_test_max_len")
-        return [f"data.task={self.data_task}", *(f"data.{k}={v}" for k, v in zip(keys, lengths, strict=True))]
+        return [
+            f"data.task={self.data_task}",
+            *extra,
+            *(f"data.{k}={v}" for k, v in zip(keys, lengths, strict=True)),
+        ]
 
     @property
     def headline(self) -> str:
@@ -48,4 +66,7 @@ TASKS = {
     "lte_copy": Task("copy", lte=True),
     "lte_double": Task("double", lte=True),
     "lte_reverse": Task("reverse", lte=True),
+    "lte_program": Task("lte_program", lte=True, program=True),
+    "lte_control": Task("lte_control", lte=True, program=True),
+    "lte_addition": Task("lte_addition", lte=True, program=True),
 }

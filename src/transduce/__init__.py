@@ -126,7 +126,8 @@ def hypotheses(
 ) -> list[list[Output]]:
     """Each line's outputs with their scores (`.text`, `.score`): the `nbest` best, or with
     `sample=True` its `num_samples` samples; the options are `translate`'s."""
-    from .decode.pipeline import decode_options, decoding_model, translate_lines
+    from .decode.options import decode_options
+    from .decode.pipeline import decoding_model, translate_lines
 
     reader, _ = decoding_model(model)
     unknown = sorted(set(options) - set(type(reader.config.decode).model_fields))

@@ -180,9 +180,21 @@ class ModelConfig(_Section):
         return self.d_model // self.heads
 
 
-TaskName = Literal[  # the generated tasks (data/tasks.py)
-    "copy", "reverse", "double", "addition", "addition_le", "lte", "majority", "updown", "repeat"
+TaskName = Literal[  # the generated tasks (data/tasks.py; the lte_ programs: data/programs.py)
+    "copy",
+    "reverse",
+    "double",
+    "addition",
+    "addition_le",
+    "lte",
+    "majority",
+    "updown",
+    "repeat",
+    "lte_program",
+    "lte_control",
+    "lte_addition",
 ]
+PROGRAM_TASKS = ("lte_program", "lte_control", "lte_addition")  # Learning to Execute's program evaluation
 
 
 class DataConfig(_Section):
@@ -277,7 +289,12 @@ class DataConfig(_Section):
     def task_symbol_estimate(self) -> int:
         """A rough count of the symbols in the task's four splits, from the longest lengths: copy,
         reverse, addition_le, majority, updown and repeat write at most 2 per unit of length (and a
-        separator or a label), double and addition 3, lte 2^(nesting+1) per digit."""
+        separator or a label), double and addition 3, lte 2^(nesting+1) per digit; an lte_ program
+        about (length + 12) * 4^nesting symbols (constants of `length` digits, ~12 symbols of code
+        around each, up to 4 operands an operation)."""
+        if self.task in PROGRAM_TASKS:
+            per_example = (self.task_train_max_len + 12) * 4**self.task_nesting
+            return per_example * (self.task_train_size + 3 * self.task_eval_size)
         growth = (
             2 ** (self.task_nesting + 1)
             if self.task == "lte"
@@ -402,6 +419,11 @@ class DecodeConfig(_Section):
         None, ge=0, le=SEED_MAX, description=f"sampling seed (none: torch's global RNG); 0..{SEED_MAX}"
     )
     num_samples: int = Field(1, ge=1, le=1000, description="samples per input; 1..1000")
+    # decode/static.py: fixed-shape caches, and on CUDA the decoder step replayed as a CUDA graph.
+    static_cache: bool = Field(
+        False,
+        description="fixed-shape decoder caches; on CUDA one captured graph per step (plain Transformers)",
+    )
 
     @model_validator(mode="after")
     def _nbest_within_beam(self, info: ValidationInfo) -> DecodeConfig:
@@ -522,11 +544,21 @@ def _explain(err: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(problems)
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], extra: dict[str, Any], path: str = "") -> dict[str, Any]:
+    """`extra`'s keys over `base`'s, section by section; a section replaced by a value or a value
+    given keys is an error (it would otherwise hide the bad value from validation)."""
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        name, old = f"{path}{key}", out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = _merge(old, value, f"{name}.")
+        elif isinstance(value, dict) and old is not None:
+            raise ConfigError(f"{name} is a value ({reprlib.repr(old)}), not a section: it has no keys")
+        elif isinstance(old, dict) and value is not None:
+            raise ConfigError(
+                f"{name} is a section: set its keys ({name}.{next(iter(old), 'key')}=...), "
+                f"not {reprlib.repr(value)}"
+            )
         else:
             out[key] = value
     return out

@@ -241,6 +241,13 @@ ShortlistFile = Annotated[
 Beam = Annotated[int | None, typer.Option(help="Beam size (default from the checkpoint's config, paper: 4).")]
 Alpha = Annotated[float | None, typer.Option(help="Length penalty exponent (paper: 0.6).")]
 Greedy = Annotated[bool, typer.Option(help="Greedy search instead of beam search.")]
+StaticCache = Annotated[
+    bool,
+    typer.Option(
+        help="Decode with fixed-shape caches: on a CUDA device each decoder step is one replayed CUDA "
+        "graph instead of hundreds of kernel launches (one plain Transformer encoder-decoder)."
+    ),
+]
 Sample = Annotated[
     bool, typer.Option(help="Draw outputs at random from the model instead of searching (back-translation).")
 ]

@@ -24,6 +24,7 @@ from .common import (
     Sample,
     Seed,
     ShortlistFile,
+    StaticCache,
     Temperature,
     Threads,
     TopK,
@@ -159,6 +160,7 @@ def translate(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -191,6 +193,7 @@ def translate(
         top_p=top_p,
         seed=seed,
         num_samples=num_samples,
+        static_cache=static_cache or None,
     )
     if greedy and opts.sample:
         fail("--greedy and --sample exclude each other; choose one")
@@ -310,6 +313,7 @@ def evaluate(
     device: Device = "auto",
     shortlist: ShortlistFile = None,
     output: KeptTranslations = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -339,7 +343,7 @@ def evaluate(
         if output is not None:
             _check_output(output, [m.path for m in loaded])
         listed = read_shortlist(shortlist)
-        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1)
+        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1, static_cache=static_cache or None)
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
                 r = ev.evaluate_split(loaded, split, opts, greedy, advance, listed)

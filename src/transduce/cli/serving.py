@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,13 +12,18 @@ from .common import (
     Device,
     Quantize,
     ShortlistFile,
+    StaticCache,
     Threads,
     app,
     console,
+    fail,
     loaded_models,
     read_shortlist,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from ..store.load import LoadedModel
 
 
 @app.command()
@@ -74,6 +80,7 @@ def serve(
     quantize: Quantize = "none",
     device: Device = "auto",
     shortlist: ShortlistFile = None,
+    static_cache: StaticCache = False,
 ) -> None:
     """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
 
@@ -92,7 +99,31 @@ def serve(
             "(set --api-key or TRANSDUCE_API_KEY)"
         )
     loaded = loaded_models(checkpoints, quantize, threads, device)
+    if static_cache:
+        loaded = _with_static_cache(loaded)
     listed = read_shortlist(shortlist)
     with user_errors(ValueError):
         application = create_app(loaded, limits, key, listed)
     run_server(application, listen)
+
+
+def _with_static_cache(loaded: list[LoadedModel]) -> list[LoadedModel]:
+    """The checkpoints with `static_cache` as their decoding default, so every request decodes
+    with it; a model that cannot is refused before the server starts."""
+    from ..decode.options import OptionsError, check_for_model
+    from ..decode.pipeline import decoding_model
+
+    changed = [
+        replace(
+            m,
+            config=m.config.model_copy(
+                update={"decode": m.config.decode.model_copy(update={"static_cache": True})}
+            ),
+        )
+        for m in loaded
+    ]
+    try:
+        check_for_model(decoding_model(changed)[1], changed[0].config.decode)
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    return changed

@@ -1,5 +1,6 @@
 """Generated tasks, no download: copy, reverse, double, decimal addition, Learning-to-Execute
-programs, two classification tasks (`majority`, one label per sequence; `updown`, one label per
+programs (`lte`, and the program evaluation settings `lte_program`, `lte_control`, `lte_addition`
+of data/programs.py), two classification tasks (`majority`, one label per sequence; `updown`, one label per
 token) and a language-modelling task (`repeat`).
 
 Every task has seeded splits: `train`, `dev` and `test` with lengths drawn uniformly from
@@ -25,8 +26,9 @@ from functools import partial
 from itertools import pairwise
 
 from ..choices import SPLITS
-from ..config import DataConfig
+from ..config import PROGRAM_TASKS, DataConfig
 from .meta import LabelUnit
+from .programs import PROGRAM_ALPHABET, program_example
 
 Example = tuple[str, str]
 LTE_ALPHABET = list("0123456789+-*()<=;_apfeilsnrt")
@@ -144,6 +146,12 @@ def repeat_example(rng: random.Random, length: int, symbols: int) -> Example:
 
 Generate = Callable[[random.Random, int], Example]  # (rng, length) -> one example
 
+
+def _program_generator(task: str) -> Callable[[DataConfig], Generate]:
+    """A program evaluation setting's generator: `length` bounds its constants' digits."""
+    return lambda cfg: partial(program_example, nesting=cfg.task_nesting, task=task)
+
+
 # Each task's generator, given the settings it reads (data.task_symbols, data.task_nesting).
 GENERATORS: dict[str, Callable[[DataConfig], Generate]] = {
     "copy": lambda cfg: partial(copy_example, symbols=cfg.task_symbols),
@@ -155,6 +163,7 @@ GENERATORS: dict[str, Callable[[DataConfig], Generate]] = {
     "majority": lambda cfg: partial(majority_example, symbols=cfg.task_symbols),
     "updown": lambda cfg: partial(updown_example, symbols=cfg.task_symbols),
     "repeat": lambda cfg: partial(repeat_example, symbols=cfg.task_symbols),
+    **{task: _program_generator(task) for task in PROGRAM_TASKS},
 }
 
 # Classification tasks: one label per sequence or per token, and the labels in class order
@@ -174,6 +183,8 @@ def task_symbols(cfg: DataConfig) -> list[str]:
         return [str(i) for i in range(cfg.task_symbols)] + [SEPARATOR]
     if cfg.task in ("addition", "addition_le"):
         return list("0123456789+")
+    if cfg.task in PROGRAM_TASKS:
+        return PROGRAM_ALPHABET
     return LTE_ALPHABET
 
 

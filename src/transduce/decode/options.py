@@ -15,6 +15,7 @@ from torch import nn
 
 from ..config import ConfigError, DecodeConfig
 from .kinds import decoding_of
+from .static import static_unsupported
 
 SEARCH_ONLY = ("beam", "alpha")  # beam search's settings; sampling ignores them (nbest: see below)
 SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed", "num_samples")  # search ignores them
@@ -114,5 +115,7 @@ def check_for_model(
         refused.append(("sample", decoding.refusal("sampling")))
     if prefixed and not decoding.prefixes:
         refused.append(("prefixes", decoding.refusal("forced prefixes", "do")))
+    if options.static_cache and (why := static_unsupported(model)) is not None:
+        refused.append(("static_cache", f"{{static_cache}} needs a plain Transformer: {_literal(why)}"))
     if refused:
         raise OptionsError(refused)

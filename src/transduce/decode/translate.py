@@ -24,6 +24,7 @@ from .search import (
     max_output_length,
 )
 from .shortlist import Shortlist, Shortlisted
+from .static import StaticDecoder
 
 
 def decode_all(
@@ -60,9 +61,11 @@ def decode_all(
     decoding = decoding_of(model)
     check_for_model(model, cfg, use_greedy, prefixed=prefixes is not None)
     forced_all = _forced_prefixes(decoding, sources, prefixes, cfg)
-    base_seed = cfg.seed
-    if cfg.sample and base_seed is None:  # only then: search must leave the global RNG alone
-        base_seed = int(torch.randint(0, 2**62, ()).item())
+    if cfg.static_cache and shortlist is not None:
+        raise ValueError(
+            "static_cache decodes over the whole vocabulary; it does not combine with a shortlist"
+        )
+    base_seed = _sampling_seed(cfg)
     projection = shortlist.projection(model) if shortlist is not None else None
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -74,11 +77,7 @@ def decode_all(
     model.eval()
     for group in make_batches(np.asarray(lengths), cfg.max_tokens, seed=None, drop_long=False)[0]:
         idx = [todo[g] for g in group]
-        src = encode_sources([sources[i] for i in idx]).to(device)
-        extra = {}
-        if annotations is not None:
-            extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
-            extra = {k: v.to(device) for k, v in extra.items()}
+        src, extra = _batch_sources(sources, annotations, idx, device)
         forced = [forced_all[i] for i in idx] if forced_all is not None else None
         searched = model
         if shortlist is not None and projection is not None:
@@ -91,9 +90,10 @@ def decode_all(
             source=extra,
             prefixes=forced,
         )
-        seeds = (
-            [stream_seed(base_seed, numbers[i]) for i in idx] if cfg.sample and base_seed is not None else []
-        )
+        seeds = [stream_seed(base_seed, numbers[i]) for i in idx] if base_seed is not None else []
+        if cfg.static_cache:
+            longest = max(max_output_length(len(sources[i]), cfg.max_len_a, cfg.max_len_b) for i in idx)
+            searched = StaticDecoder(searched, capacity=longest)
         hyps = _hypotheses(decoding, searched, src, cfg, use_greedy, seeds, options)
         for i, h in zip(idx, hyps, strict=True):
             if decoding.prompted:  # the continuation only
@@ -105,6 +105,28 @@ def decode_all(
             on_batch(len(idx), sum(len(x.tokens) for x in drawn))
     model.train(was_training)
     return results
+
+
+def _sampling_seed(cfg: DecodeConfig) -> int | None:
+    """The base seed of the sampling streams; None when searching (search must leave the global
+    RNG alone, so it is drawn from only when sampling without a seed)."""
+    if not cfg.sample:
+        return None
+    return cfg.seed if cfg.seed is not None else int(torch.randint(0, 2**62, ()).item())
+
+
+def _batch_sources(
+    sources: list[list[int]],
+    annotations: list[SourceAnnotation] | None,
+    idx: list[int],
+    device: torch.device,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The padded source rows `idx` on `device`, with their annotation tensors (if any)."""
+    src = encode_sources([sources[i] for i in idx]).to(device)
+    if annotations is None:
+        return src, {}
+    extra = annotation_tensors([annotations[i] for i in idx], src.shape[1])
+    return src, {k: v.to(device) for k, v in extra.items()}
 
 
 def checked_prefixes(

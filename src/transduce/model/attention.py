@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .cache import KVCache, StaticKV
+from .cache import KVCache, StaticKV, StaticKVCache
 
 NEG_INF = float("-inf")
 
@@ -190,11 +190,12 @@ class MultiHeadAttention(nn.Module):
         memory: Tensor | None = None,
         mask: Tensor | None = None,
         score_mask: Tensor | None = None,
-        cache: KVCache | StaticKV | None = None,
+        cache: KVCache | StaticKVCache | StaticKV | None = None,
     ) -> Tensor:
         """Self-attention when memory is None, else cross-attention to memory.
 
-        x: (batch, n, d). A KVCache appends this call's keys/values (self-attention);
+        x: (batch, n, d). A KVCache appends this call's keys/values (self-attention), a
+        StaticKVCache writes them at its position;
         a StaticKV stores the memory's keys/values on first use (cross-attention). In
         cross-attention x may hold g consecutive rows per memory row (beams): see
         `group_queries`. While a recorder is set, the weights are appended to it.
@@ -202,7 +203,7 @@ class MultiHeadAttention(nn.Module):
         need_weights = self.recorder is not None
         if memory is None:
             q, k, v = (self._split(t) for t in self.in_proj(x).chunk(3, dim=-1))
-            if isinstance(cache, KVCache):
+            if isinstance(cache, (KVCache, StaticKVCache)):
                 k, v = cache.update(k, v)
         else:
             q = self._split(self.in_proj.query(x))

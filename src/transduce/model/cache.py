@@ -64,6 +64,24 @@ class KVCache:
         self._spare = old if old[0].shape == spare[0].shape else None
 
 
+class StaticKVCache:
+    """Keys/values of one self-attention layer in buffers of a fixed capacity, written at a step
+    position held on the device: every decoder step has the same shapes, so a CUDA graph can replay
+    it (decode/static.py). Attention reads all `capacity` positions; the caller masks those after
+    the current one."""
+
+    def __init__(self, k: Tensor, v: Tensor, position: Tensor) -> None:
+        self.k, self.v = k, v  # (rows, heads, capacity, d_head)
+        self.position = position  # () long, shared by every layer of the step
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write k, v (rows, heads, 1, d_head) at the step's position; return the whole buffers."""
+        index = self.position.view(1)
+        self.k.index_copy_(2, index, k)
+        self.v.index_copy_(2, index, v)
+        return self.k, self.v
+
+
 class StaticKV:
     """Cross-attention keys/values: computed from the encoder output once per source."""
 
@@ -79,7 +97,7 @@ class StaticKV:
 
 @dataclass
 class LayerCache:
-    self_kv: KVCache = field(default_factory=KVCache)
+    self_kv: KVCache | StaticKVCache = field(default_factory=KVCache)
     cross_kv: StaticKV = field(default_factory=StaticKV)
     conv: Tensor | None = None  # last k-1 inputs of a causal convolutional transition
 

@@ -25,6 +25,7 @@ NOT_IN_API: dict[str, str] = {
     "src_trees": "syntax-aware models, which read source trees, are not served",
     "input": "the request body carries the segments",
     "output": "the response body carries the translations",
+    "static_cache": "a server setting, not a request's: `serve --static-cache` decodes every request so",
 }
 
 # `translate`'s options that the API names otherwise: a file of lines there, a list here.

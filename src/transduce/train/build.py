@@ -42,6 +42,14 @@ class Distributed:
         if self.world > 1:
             dist.barrier()
 
+    def lost_peer(self, exc: BaseException) -> bool:
+        """Whether `exc` is the process group failing (another process died, or its machine, or
+        the network between them): gloo raises a RuntimeError naming its transport, NCCL and the
+        rendezvous store raise torch.distributed's own errors."""
+        if self.world == 1:
+            return False
+        return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc))
+
 
 def setup_distributed() -> Distributed:
     """Join the process group torchrun describes (gloo on CPU, NCCL on GPUs)."""
@@ -88,6 +96,11 @@ def run_directory(
         )
     if holds_checkpoints and not resume:
         raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
+    if not holds_checkpoints and (run / "best.json").exists():  # a run writes it with a checkpoint
+        raise OutputError(
+            f"{run / 'best.json'} exists but {run} holds no checkpoints, so it is not this run's and "
+            "training would replace it; move it away or give another --run-dir"
+        )
     return run
 
 

@@ -171,15 +171,19 @@ class RunDirectory:
             ) from None
 
     def resume(self, scaler: torch.amp.GradScaler) -> Resumed | None:
-        """Restore the newest intact checkpoint, skipping damaged ones; None if there is none."""
-        for path in reversed(step_checkpoints(self.checkpoints)):
+        """Restore the newest intact checkpoint, skipping damaged ones; None if there is no
+        checkpoint. When every one is damaged, an error: starting afresh would prune them."""
+        found, damaged = step_checkpoints(self.checkpoints), []
+        for path in reversed(found):
             try:
                 ck = load_checkpoint(path, with_trainer=True)
                 assert ck.trainer is not None
                 state = TrainState.restored(ck.trainer["state"], path / "trainer.json")
             except CheckpointError as exc:
-                self.warn(f"skipping damaged checkpoint: {exc}")
+                damaged.append(exc)
                 continue
+            for exc in damaged:
+                self.warn(f"skipping damaged checkpoint: {exc}")
             if ck.config.model != self.config.model:
                 raise TrainingError(
                     f"{path} holds a different model architecture than the config; "
@@ -188,6 +192,11 @@ class RunDirectory:
             self._check_same_data(path, ck.meta)
             self._restore(ck, scaler)
             return Resumed(path, state, ck.meta.initialised_from)
+        if damaged:
+            raise TrainingError(
+                f"every checkpoint in {self.checkpoints} is damaged ({len(found)}; the newest: "
+                f"{damaged[0]}); there is nothing to resume from: move them away to start afresh"
+            )
         return None
 
     def _restore(self, ck: Checkpoint, scaler: torch.amp.GradScaler) -> None:

@@ -4,6 +4,7 @@ trainer.json), and the error that ends a run."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,17 @@ from .validation import improves
 
 class TrainingError(RuntimeError):
     """Training cannot go on (repeated non-finite losses, a checkpoint of another model)."""
+
+
+def peer_lost(exc: BaseException, rank: int, world: int, saved: Path | None) -> TrainingError:
+    """The error a surviving process of a multi-process run ends with when another one is gone."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(exc).strip())  # gloo's source location
+    cause = text.split(". ")[0].splitlines()[0] if text else type(exc).__name__
+    where = f"the steps so far are in {saved}" if saved is not None else "no checkpoint was written yet"
+    return TrainingError(
+        f"process {rank} of {world}: another process of the run stopped or cannot be reached ({cause}); "
+        f"{where}: start the same command with --resume on every node to go on"
+    )
 
 
 @dataclass(slots=True)

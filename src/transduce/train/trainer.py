@@ -23,7 +23,7 @@ from ..data.batching import Batch
 from ..data.dataset import Split
 from ..fileio import RunLock
 from ..metrics import perplexity
-from ..store.checkpoint import load_weights
+from ..store.checkpoint import load_weights, step_checkpoints
 from ..store.meta import InitSource
 from .batches import BatchStream, Prepared
 from .build import Distributed, Parts, build_parts
@@ -31,7 +31,7 @@ from .counters import APPLIED, OVERFLOW, Tally
 from .log import RunLogger
 from .progress import TrainingProgress
 from .run_dir import RunDirectory
-from .state import TrainingError, TrainState
+from .state import TrainingError, TrainState, peer_lost
 from .step import OptimizerStep, Skipped, StepSettings, StepStats
 from .validation import dev_loss, greedy_outputs
 
@@ -261,6 +261,8 @@ class Trainer:
                     reason = self._loop()
                 except BaseException as exc:
                     self._save_on_the_way_out(exc)
+                    if self.env.lost_peer(exc):
+                        raise self._peer_lost(exc) from exc
                     raise
                 self.outcome = Outcome(self.state.step, reason)
                 if self.env.main and self.settings.average_last is not None:
@@ -510,6 +512,10 @@ class Trainer:
             self.warn(f"could not save step {self.state.step} after {type(exc).__name__}: {again}")
             return
         self.warn(f"training stopped by {type(exc).__name__}; steps so far saved in {path}")
+
+    def _peer_lost(self, exc: BaseException) -> TrainingError:
+        saved = step_checkpoints(self.run.checkpoints)
+        return peer_lost(exc, self.env.rank, self.env.world, saved[-1] if saved else None)
 
     def _log(self, line: str) -> None:
         if self.logger is not None:

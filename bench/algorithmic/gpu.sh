@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The algorithmic grid on a lent GPU (issue 48; notes: docs/results/algorithmic.md).
+#
+#   bench/algorithmic/gpu.sh MINUTES [JOBS]
+#       there (device tool: run from the repository root; carry [".whl"] as bench/gpu/gpu.sh fetches
+#       it, and "bench/out/algorithmic" to resume the cells an earlier session interrupted):
+#       1. unless JOBS is given, the jobs probe: cells per minute with PROBE (default 2,4,8) cells
+#          at once, 100-update UT cells; JOBS is then the best N;
+#       2. the grid at STEPS (default 10000) updates, 3 seeds: copy, reverse, addition x Transformer,
+#          UT, UT+ACT x positions none, offset, subset_spread, then Learning to Execute's memorisation
+#          and program tasks, JOBS cells at once, for what is left of MINUTES (then the running cells
+#          are interrupted and save a checkpoint). Cells with a committed record are skipped.
+#       $OUT gets algorithmic.tar.xz: bench/records/algorithmic/ (the new records and the probe's)
+#       and, in bench/out/algorithmic/, the unfinished cells' checkpoints and every cell's log. Here:
+#       `tar -xJf algorithmic.tar.xz`, commit bench/records/algorithmic, and carry bench/out/algorithmic
+#       to the next session so that the interrupted cells resume.
+set -uo pipefail
+cd "$(dirname "$0")/../.."  # the repository root
+MINUTES=${1:?usage: bench/algorithmic/gpu.sh MINUTES [JOBS]}
+JOBS=${2:-}
+OUT=${OUT:-bench/out/gpu-algorithmic}
+mkdir -p "$OUT"
+began=$(date +%s)
+if compgen -G ".whl/*.whl" >/dev/null; then  # pydantic and friends, as bench/gpu/gpu.sh installs them
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl || exit 2
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+if [ -z "$JOBS" ]; then
+    python3 -m bench.algorithmic.grid --device cuda --jobs-probe "${PROBE:-2,4,8}" --probe-steps 100 \
+        | tee "$OUT/probe.log"
+    JOBS=$(sed -n 's/^best jobs: \([0-9]*\).*/\1/p' "$OUT/probe.log")
+    JOBS=${JOBS:-4}
+fi
+left=$(( MINUTES - ($(date +%s) - began) / 60 - 1 ))  # a minute for packing
+if [ "$left" -gt 0 ]; then
+    python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
+        --seeds 3 --lte --programs --curve-every 1000 2>&1 | tee "$OUT/grid.log"
+fi
+unfinished=()  # run folders of cells without a record: their checkpoints resume next time
+for run in bench/out/algorithmic/*/*/; do
+    setting=$(basename "$(dirname "$run")") cell=$(basename "$run")
+    [ "$cell" = logs ] || [ -f "bench/records/algorithmic/$setting/$cell.json" ] || unfinished+=("${run%/}")
+done
+tar -cJf "$OUT/algorithmic.tar.xz" bench/records/algorithmic bench/out/algorithmic/*/logs \
+    ${unfinished[@]+"${unfinished[@]}"} 2>/dev/null
+ls -la "$OUT"

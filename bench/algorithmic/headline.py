@@ -1,0 +1,131 @@
+"""The grid's headline: for copy, reverse and addition at length 400 and each model, the best
+setting recorded so far (any folder of bench/records/algorithmic/ trained on lengths 1..40 and
+tested at 400, any position scheme), as headline.json, and its accuracy against test length as a
+plot for the results page. `python -m bench.algorithmic.grid --report` writes both.
+
+The best setting is the one with the highest mean sequence accuracy over its seeds at 400, then
+the highest character accuracy, then the most seeds. No torch here: the results page reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from bench.algorithmic.tasks import LABELS, PAPER
+from bench.records import ROOT
+
+TASKS = ("copy", "reverse", "addition")
+MODELS = tuple(LABELS)
+TRAIN_LEN, TEST_LEN = 40, 400  # the paper's setting
+PLOT = ROOT / "docs" / "results" / "algorithmic-headline.png"
+COLOURS = {"transformer": "tab:blue", "ut": "tab:orange", "ut_act": "tab:green"}
+
+
+def device_of(run: dict) -> str:
+    """The device a run trained on: recorded since issue 48, else the CPU its host line names."""
+    if run.get("device"):
+        return run["device"]
+    machine = run.get("machine")
+    return machine.split(",")[0] if machine else "CPU (model not recorded)"
+
+
+def runs_by_setting(records: Path) -> dict[tuple[str, str, str, str], list[dict]]:
+    """Every recorded run at the paper's lengths, by (task, model, setting folder, positions)."""
+    grouped: dict[tuple[str, str, str, str], list[dict]] = {}
+    for setting_file in sorted(records.glob("*/setting.json")):
+        setting = json.loads(setting_file.read_text())
+        if (setting.get("train_len"), setting.get("test_len")) != (TRAIN_LEN, TEST_LEN):
+            continue
+        for path in sorted(setting_file.parent.glob("*-seed*.json")):
+            run = json.loads(path.read_text())
+            if run["task"] in TASKS:
+                key = (run["task"], run["model"], setting_file.parent.name, run["positions"])
+                grouped.setdefault(key, []).append(run)
+    return grouped
+
+
+def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
+    """One setting's means over its seeds, at 400 and at each sweep length all its seeds have."""
+    lengths = set.intersection(*({int(n) for n in r["by_length"]} for r in runs))
+    return {
+        "setting": folder,
+        "positions": positions,
+        "char": round(statistics.fmean(r["char"] for r in runs), 4),
+        "seq": round(statistics.fmean(r["seq"] for r in runs), 4),
+        "n": len(runs),
+        "updates": sorted({r.get("updates", r["steps"]) for r in runs}),
+        "device": sorted({device_of(r) for r in runs}),
+        "by_length": {
+            str(n): {
+                "char": round(statistics.fmean(r["by_length"][str(n)]["char"] for r in runs), 4),
+                "seq": round(statistics.fmean(r["by_length"][str(n)]["seq"] for r in runs), 4),
+            }
+            for n in sorted(lengths)
+        },
+    }
+
+
+def headline(records: Path) -> list[dict[str, Any]]:
+    """The best setting of each (task, model) with a recorded run."""
+    candidates: dict[tuple[str, str], list[dict]] = {}
+    for (task, model, folder, positions), runs in runs_by_setting(records).items():
+        candidates.setdefault((task, model), []).append(summary(folder, positions, runs))
+    rows = []
+    for task in TASKS:
+        for model in MODELS:
+            if (task, model) in candidates:
+                best = max(candidates[(task, model)], key=lambda s: (s["seq"], s["char"], s["n"]))
+                paper = PAPER[task]["ut" if model == "ut_act" else model]
+                rows.append({"task": task, "model": model, **best, "paper": list(paper)})
+    for row in rows:  # one value where the seeds agree, as the issue's fields read
+        for key in ("updates", "device"):
+            row[key] = row[key][0] if len(row[key]) == 1 else row[key]
+    return rows
+
+
+def write(records: Path, plot_path: Path = PLOT) -> list[dict[str, Any]]:
+    """headline.json in `records` (atomically) and the plot; the rows."""
+    rows = headline(records)
+    path = records / "headline.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(rows, indent=1) + "\n")
+    os.replace(tmp, path)
+    plot(rows, plot_path)
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Character (solid) and sequence (dashed) accuracy against test length, a panel per task,
+    the paper's numbers at 400 as stars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(TASKS), figsize=(12, 3.8), squeeze=False)
+    for ax, task in zip(axes[0], TASKS, strict=True):
+        for row in (r for r in rows if r["task"] == task):
+            lengths = [int(n) for n in row["by_length"]] + [TEST_LEN]
+            for metric, style in (("char", "-"), ("seq", "--")):
+                values = [row["by_length"][str(n)][metric] for n in lengths[:-1]] + [row[metric]]
+                label = f"{LABELS[row['model']]} {metric} ({row['positions']})"
+                ax.plot(
+                    lengths, values, style, marker="o", markersize=3, color=COLOURS[row["model"]], label=label
+                )
+        for model, (char, seq) in PAPER[task].items():
+            ax.plot(
+                [TEST_LEN] * 2, [char, seq], "*", markersize=11, color=COLOURS[model], markeredgecolor="k"
+            )
+        ax.set_title(f"{task}: best setting of each model")
+        ax.set_xlabel("test length (trained on 1..40)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=6, loc="lower left")
+    axes[0][0].set_ylabel("accuracy (stars: the paper at 400)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)

@@ -1,0 +1,276 @@
+"""One lent GPU's measurements, in stages that fit its minutes (issue 47), and their summary.
+
+    python -m bench.gpu.session --out $OUT                      # every stage (bench/gpu/gpu.sh)
+    python -m bench.gpu.session --out $OUT --stages decode      # only what an earlier run missed
+    python -m bench.gpu.session --out $OUT --previous bench/records/gpu/h100-2026-12-01
+
+Stages, each writing `<stage>.json` (and its log) to --out:
+  tests    the `gpu`-marked tests (tests/test_gpu.py)
+  trainer  the real `transduce train base` on the carried l10n En->De data (bench/gpu/gpu.sh pack),
+           bf16, a fixed number of steps per variant (--trainer-variants: extra overrides); target
+           tokens/s from train.log after its first window (start-up and compilation excluded), and
+           the mean target tokens per step
+  bench    bench.gpu.throughput: base and big, bf16, at the trainer's mean batch (or --tokens),
+           eager and compiled: the step alone, tokens/s and MFU
+  decode   bench.gpu.decode: small and base, fp32 and bf16, greedy and beam 4, 64 and 1,024
+           sentences, our growing and static caches against HF `generate` on the same weights
+  sdpa     which scaled-dot-product-attention kernel runs with our masks (bench.gpu.sdpa)
+summary.json gathers the stages found in --out and in --previous (a committed earlier run's
+folder), so a session can run only the stages an earlier one did not finish. CTranslate2 is not
+run: its newest wheel (4.8.5) loads libcublas.so.12 (CUDA 12), the device image has CUDA 13
+(libcublas.so.13), and the CUDA 12 cuBLAS wheel is far over what may be carried to the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STAGES = ("tests", "trainer", "bench", "decode", "sdpa")
+DATA = Path("/tmp/l10n")
+TRAINER = [
+    "base",
+    f"data.dataset={DATA}/l10n-de-data",
+    "data.max_tokens=25000",
+    "train.precision=bf16",
+    "train.warmup=2000",
+    "train.log_every=20",
+    "train.validate_every=100000000",
+    "train.save_every=100000000",
+    "train.keep_last=1",
+]
+RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
+
+
+def run(command: list[str], log: Path, timeout: float) -> int:
+    """Run `command` with its output in `log` (and echoed); its exit status, 124 past `timeout`."""
+    print("$ " + " ".join(command), flush=True)
+    with log.open("w") as out:
+        try:
+            return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return 124
+        finally:
+            print(log.read_text()[-3000:], flush=True)
+
+
+def trainer_rates(log: Path) -> list[float]:
+    """Target tokens/s of each train.log window but the first (start-up, compilation)."""
+    rates = [float(m.group(2)) for m in RATE.finditer(log.read_text())]
+    return rates[1:]
+
+
+def stage_trainer(args: argparse.Namespace) -> dict:
+    if not (DATA / "l10n-de-data").exists():
+        subprocess.run(["mkdir", "-p", str(DATA)], check=True)
+        subprocess.run(["tar", "-C", str(DATA), "-xJf", ".gpudata/l10n.tar.xz"], check=True)
+    variants = []
+    for extra in args.trainer_variants:
+        run_dir = Path(f"/tmp/mt-{len(variants)}")
+        subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+        overrides = [*TRAINER, f"train.steps={args.trainer_steps}", *extra.split()]
+        command = [
+            sys.executable,
+            "-m",
+            "transduce",
+            "train",
+            *overrides,
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ]
+        status = run(command, args.out / f"trainer-{len(variants)}.log", args.stage_timeout)
+        rates = trainer_rates(run_dir / "train.log") if (run_dir / "train.log").exists() else []
+        state = sorted(run_dir.glob("checkpoints/*/trainer.json"))
+        tokens = json.loads(state[-1].read_text())["state"]["tokens"] if state else None
+        variants.append(
+            {
+                "overrides": extra,
+                "status": status,
+                "tokens_per_s": statistics.median(rates) if rates else None,
+                "tokens_per_step": tokens / args.trainer_steps if tokens else None,
+                "command": " ".join(command),
+            }
+        )
+    return {"variants": variants}
+
+
+def stage_bench(args: argparse.Namespace, trainer: dict | None) -> dict:
+    tokens = args.tokens
+    if tokens is None and trainer:
+        per_step = [v["tokens_per_step"] for v in trainer["variants"] if v["tokens_per_step"]]
+        tokens = round(statistics.mean(per_step)) if per_step else None
+    tokens = tokens or 24576
+    out = args.out / "throughput"
+    command = [
+        sys.executable,
+        "-m",
+        "bench.gpu.throughput",
+        "--presets",
+        "base",
+        "big",
+        "--precisions",
+        "bf16",
+    ]
+    command += ["--tokens", str(tokens), "--compile", "bf16", "--decode-presets", "--out", str(out)]
+    command += args.smoke.get("bench", [])
+    status = run(command, args.out / "bench.log", args.stage_timeout)
+    rows = json.loads((out / "gpu.json").read_text())["train"] if (out / "gpu.json").exists() else []
+    return {"status": status, "tokens": tokens, "rows": rows, "command": " ".join(command)}
+
+
+SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this script without a GPU
+    "bench": ["--presets", "small", "--tokens", "256", "--steps", "1", "--warmup", "1", "--device", "cpu"],
+    "decode": [
+        "--presets",
+        "small",
+        "--precisions",
+        "fp32",
+        "--sentences",
+        "4",
+        "--length",
+        "4",
+        "--device",
+        "cpu",
+    ],
+    "sdpa": ["--batch", "4", "--dtype", "float32", "--device", "cpu"],
+}
+
+
+def stage_module(args: argparse.Namespace, name: str, module: str) -> dict:
+    command = [sys.executable, "-m", module, "--out", str(args.out / name), *args.smoke.get(name, [])]
+    status = run(command, args.out / f"{name}.log", args.stage_timeout)
+    result = args.out / name / f"{name}.json"
+    return {
+        "status": status,
+        "command": " ".join(command),
+        **(json.loads(result.read_text()) if result.exists() else {}),
+    }
+
+
+def stage_tests(args: argparse.Namespace) -> dict:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "-rs",
+        "tests/test_gpu.py",
+    ]
+    status = run(command, args.out / "tests.log", args.stage_timeout)
+    tail = (args.out / "tests.log").read_text().strip().splitlines()[-1:]
+    return {"status": status, "result": tail[0] if tail else "", "command": " ".join(command)}
+
+
+def gather(out: Path, previous: Path | None) -> dict[str, dict]:
+    """Each stage's result: this run's, else the earlier run's."""
+    found = {}
+    for stage in STAGES:
+        for folder in (out, previous):
+            if folder is not None and (folder / f"{stage}.json").exists():
+                found[stage] = json.loads((folder / f"{stage}.json").read_text())
+                break
+    return found
+
+
+def _row(rows: list[dict], preset: str, compiled: bool) -> dict | None:
+    return next((r for r in rows if r["preset"] == preset and r["compile"] == compiled), None)
+
+
+def summary(stages: dict[str, dict], device: str) -> dict:
+    """The figures issue 47 asks for, from whatever stages there are."""
+    out: dict = {"device": device, "stages": sorted(stages)}
+    trainer, bench, decode = stages.get("trainer"), stages.get("bench"), stages.get("decode")
+    if trainer:
+        rates = [v["tokens_per_s"] for v in trainer["variants"] if v["tokens_per_s"]]
+        out["trainer_tokens_per_s"] = max(rates) if rates else None
+        out["trainer_variants"] = trainer["variants"]
+    if bench:
+        base, big = _row(bench["rows"], "base", False), _row(bench["rows"], "big", False)
+        compiled = _row(bench["rows"], "base", True)
+        out["bench_tokens_per_s"] = base and base["tokens_per_s"]
+        out["bench_compiled_tokens_per_s"] = compiled and compiled["tokens_per_s"]
+        out["bench_tokens_per_step"] = bench["tokens"]
+        out["mfu_base_bf16"] = base and base["mfu"]
+        out["mfu_big_bf16"] = big and big["mfu"]
+    if out.get("trainer_tokens_per_s") and out.get("bench_tokens_per_s"):
+        out["trainer_to_bench"] = out["trainer_tokens_per_s"] / out["bench_tokens_per_s"]
+    if decode:
+        for search, beam in (("beam4", 4), ("greedy", 1)):
+            row = next(
+                (
+                    r
+                    for r in decode.get("rows", [])
+                    if (r["preset"], r["precision"], r["sentences"], r["beam"])
+                    == ("base", "bf16", 1024, beam)
+                ),
+                None,
+            )
+            if row:
+                out[f"decode_{search}_vs_hf"] = max(row["dynamic_vs_hf"], row["static_vs_hf"])
+                out[f"decode_{search}_vs_hf_by_cache"] = {
+                    "dynamic": row["dynamic_vs_hf"],
+                    "static": row["static_vs_hf"],
+                }
+    out["commands"] = {stage: result.get("command") for stage, result in stages.items()}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"))
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    parser.add_argument("--previous", type=Path, help="an earlier run's folder, for the stages not run now")
+    parser.add_argument("--trainer-steps", type=int, default=300)
+    parser.add_argument(
+        "--trainer-variants",
+        nargs="+",
+        default=["", "train.compile=true"],
+        help="extra overrides per trainer run",
+    )
+    parser.add_argument("--tokens", type=int, help="the benchmark's batch; default: the trainer's mean")
+    parser.add_argument("--stage-timeout", type=float, default=240.0)
+    parser.add_argument(
+        "--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a smoke run, tiny sizes"
+    )
+    args = parser.parse_args()
+    args.smoke = SMOKE if args.device == "cpu" else {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    for stage in args.stages:
+        if stage == "tests":
+            result = stage_tests(args)
+        elif stage == "trainer":
+            result = stage_trainer(args)
+        elif stage == "bench":
+            result = stage_bench(args, gather(args.out, args.previous).get("trainer"))
+        else:
+            result = stage_module(args, stage, f"bench.gpu.{stage}")
+        result["seconds"] = time.monotonic() - began
+        (args.out / f"{stage}.json").write_text(json.dumps(result, indent=1))
+    device = _device_name()
+    (args.out / "summary.json").write_text(
+        json.dumps(summary(gather(args.out, args.previous), device), indent=1)
+    )
+    print((args.out / "summary.json").read_text())
+
+
+def _device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+if __name__ == "__main__":
+    main()

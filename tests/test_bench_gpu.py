@@ -1,0 +1,80 @@
+"""bench/gpu/session.py: the GPU session's summary from its stages (the figures issue 47 asks for),
+and a later session completing an earlier one's stages. The stages themselves need a GPU."""
+
+import json
+
+from bench.gpu.session import gather, summary, trainer_rates
+
+
+def test_summary_gives_the_ratios_from_the_stages():
+    stages = {
+        "trainer": {
+            "variants": [{"tokens_per_s": 90_000.0, "tokens_per_step": 20_000}, {"tokens_per_s": None}]
+        },
+        "bench": {
+            "tokens": 20_000,
+            "command": "bench",
+            "rows": [
+                {"preset": "base", "compile": False, "tokens_per_s": 120_000.0, "mfu": 0.31},
+                {"preset": "base", "compile": True, "tokens_per_s": 150_000.0, "mfu": 0.39},
+                {"preset": "big", "compile": False, "tokens_per_s": 50_000.0, "mfu": 0.44},
+            ],
+        },
+        "decode": {
+            "rows": [
+                {
+                    "preset": "base",
+                    "precision": "bf16",
+                    "sentences": 1024,
+                    "beam": 4,
+                    "dynamic_vs_hf": 2.0,
+                    "static_vs_hf": 6.0,
+                },
+                {
+                    "preset": "base",
+                    "precision": "bf16",
+                    "sentences": 64,
+                    "beam": 4,
+                    "dynamic_vs_hf": 9.0,
+                    "static_vs_hf": 9.0,
+                },
+                {
+                    "preset": "base",
+                    "precision": "bf16",
+                    "sentences": 1024,
+                    "beam": 1,
+                    "dynamic_vs_hf": 3.0,
+                    "static_vs_hf": 1.5,
+                },
+            ]
+        },
+    }
+    out = summary(stages, "NVIDIA H100")
+    assert out["device"] == "NVIDIA H100"
+    assert out["trainer_tokens_per_s"] == 90_000.0 and out["bench_tokens_per_s"] == 120_000.0
+    assert out["trainer_to_bench"] == 0.75
+    assert (out["mfu_base_bf16"], out["mfu_big_bf16"]) == (0.31, 0.44)
+    assert out["decode_beam4_vs_hf"] == 6.0 and out["decode_greedy_vs_hf"] == 3.0
+    assert out["commands"]["bench"] == "bench"
+
+
+def test_a_later_session_fills_in_the_stages_an_earlier_one_did_not_run(tmp_path):
+    earlier, now = tmp_path / "earlier", tmp_path / "now"
+    earlier.mkdir(), now.mkdir()
+    (earlier / "tests.json").write_text(json.dumps({"status": 0, "from": "earlier"}))
+    (earlier / "decode.json").write_text(json.dumps({"rows": [], "from": "earlier"}))
+    (now / "decode.json").write_text(json.dumps({"rows": [], "from": "now"}))
+    found = gather(now, earlier)
+    assert found["tests"]["from"] == "earlier" and found["decode"]["from"] == "now"
+    assert set(found) == {"tests", "decode"}
+
+
+def test_trainer_rates_skip_the_first_window(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-27 10:00:00 step 20: train/loss=9.1 train/tokens_per_s=1000 train/mfu=0.1\n"
+        "2026-11-27 10:00:05 step 40: train/loss=8.1 train/tokens_per_s=90000.5 train/mfu=0.3\n"
+        "2026-11-27 10:00:09 warning: something\n"
+        "2026-11-27 10:00:10 step 60: train/loss=7.1 train/tokens_per_s=1.1e+05 train/mfu=0.3\n"
+    )
+    assert trainer_rates(log) == [90000.5, 110000.0]
