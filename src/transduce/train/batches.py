@@ -21,6 +21,14 @@ import torch
 from ..data.batching import Batch, BatchSampler
 
 
+def steps_ahead(setting: int | None, device: torch.device) -> int:
+    """train.prefetch, or where it is not set: 2 steps on a GPU, none on the CPU, whose cores the
+    background thread would take from the step itself (7-10% fewer tokens/s, measured)."""
+    if setting is not None:
+        return setting
+    return 2 if device.type == "cuda" else 0
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """One optimizer step's batches, and the sampler's position after them."""

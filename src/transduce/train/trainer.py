@@ -25,7 +25,7 @@ from ..fileio import RunLock
 from ..metrics import perplexity
 from ..store.checkpoint import load_weights, step_checkpoints
 from ..store.meta import InitSource
-from .batches import BatchStream, Prepared
+from .batches import BatchStream, Prepared, steps_ahead
 from .build import Distributed, Parts, build_parts
 from .counters import APPLIED, OVERFLOW, Tally
 from .log import RunLogger
@@ -55,7 +55,7 @@ class LoopSettings:
     best_metric: str
     max_bad_steps: int
     average_last: int | None
-    prefetch: int
+    prefetch: int | None
     pad_to_multiple: int  # data.pad_to_multiple
 
     @classmethod
@@ -317,7 +317,8 @@ class Trainer:
         clock = Clock(last_save=now, last_validation=self.state.train_seconds, window_start=now)
         self._start_counters()
         collate = partial(self.objective.collate, self.train_split, multiple=s.pad_to_multiple)
-        stream = BatchStream(self.sampler, collate, s.accumulate, self.device, s.prefetch)
+        ahead = steps_ahead(s.prefetch, self.device)
+        stream = BatchStream(self.sampler, collate, s.accumulate, self.device, ahead)
         progress = TrainingProgress(self.console, self.show, s.steps, s.max_minutes)
         with progress, stream, self._deferring():
             progress.advance(self.state.step, self.state.train_seconds)
