@@ -133,6 +133,15 @@ BAD_OVERRIDES = [
         ["train.keep_last=3", "train.average_last=5"],
         "train.average_last (5) must not exceed train.keep_last (3)",
     ),
+    (
+        ["train.master_weights=true"],
+        "train.master_weights=true keeps bf16 weights beside fp32 ones; it needs train.precision=bf16 "
+        "(not fp32), or set train.master_weights=false",
+    ),
+    (["train.prefetch=-1"], "train.prefetch: Input should be greater than or equal to 0"),
+    (["train.prefetch=1000"], "train.prefetch: Input should be less than or equal to 64"),
+    (["train.compile=maybe"], "train.compile: Input should be a valid boolean"),
+    (["data.pad_to_multiple=0"], "data.pad_to_multiple: Input should be greater than or equal to 1"),
     (["data.max_tokens=1000000000000"], "data.max_tokens: Input should be less than or equal to 1048576"),
     (["data.task_train_max_len=100000000"], "data.task_train_max_len: Input should be less than or equal"),
     (["data.task_test_max_len=100000000"], "data.task_test_max_len: Input should be less than or equal"),

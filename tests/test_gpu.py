@@ -1,6 +1,7 @@
 """On CUDA, what the CPU suite checks on the CPU: cached decoding equals the full forward pass,
 beam search finds the brute-force optimum, the CPU-only packing stays off, mixed-precision
-training steps track fp32 (fp16 with loss scaling), resume is exact, torchrun with NCCL, and the
+training steps track fp32 (fp16 with loss scaling; bf16 master weights), resume is exact, batches
+copied ahead on a side stream train as those built in the loop, torchrun with NCCL, and the
 server answering on a CUDA model. Marked `gpu`, skipped without CUDA (`bench/gpu/gpu.sh` runs them on
 a lent device; CI never needs them). TRANSDUCE_TEST_DEVICE=cpu runs the same tests on the CPU,
 to check the tests themselves."""
@@ -116,7 +117,41 @@ def test_resume_is_exact(tmp_path, precision):
     """With dropout (the device's random generator) and each precision's state (fp16's scale)."""
     common = ("model.dropout=0.1", f"train.precision={precision}", "train.save_every=4")
     straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
-    assert bool(straight.optimizer.defaults["fused"]) == (DEVICE.type == "cuda")  # resumes fused state
+    assert straight.optimizer.defaults["fused"]  # resumes fused state (fused on the CPU too: issue 47)
+    straight.fit()
+    Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
+    resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)
+    resumed.fit(resume=True)
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_batches_copied_ahead_on_a_side_stream_train_as_those_built_in_the_loop(tmp_path):
+    """train.prefetch=3: batches pinned on a background thread and copied to the device on a side
+    stream ahead of their step; with dropout and padded widths, the weights after 6 steps equal
+    those of batches built one at a time in the loop (prefetch=0), bit for bit."""
+    weights = {}
+    for ahead in (0, 3):
+        common = ("model.dropout=0.1", "data.pad_to_multiple=8", "train.save_every=6")
+        cfg = tiny_config("train.steps=6", f"train.prefetch={ahead}", *common)
+        trainer = Trainer(cfg, tmp_path / str(ahead), show_progress=False)
+        assert trainer.device.type == DEVICE.type
+        trainer.fit()
+        weights[ahead] = trainer.model.state_dict()
+    assert all(torch.equal(weights[0][k], weights[3][k]) for k in weights[0])
+
+
+def test_bf16_master_weights_track_fp32_and_resume_exactly(tmp_path):
+    """train.master_weights=true on the device: the first loss tracks fp32's to bf16 accuracy (and
+    differs: it ran in bf16), and a run interrupted and resumed equals an uninterrupted one."""
+    first = {}
+    for name, extra in (("fp32", ()), ("master", ("train.precision=bf16", "train.master_weights=true"))):
+        trainer = Trainer(tiny_config("model.dropout=0", *extra), tmp_path / name, show_progress=False)
+        first[name] = trainer.train_step([collate(trainer.train_split, next(iter(trainer.sampler)))])
+    assert first["master"].loss == pytest.approx(first["fp32"].loss, rel=2e-2)
+    assert first["master"].loss != first["fp32"].loss
+    common = ("model.dropout=0.1", "train.precision=bf16", "train.master_weights=true", "train.save_every=4")
+    straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
     straight.fit()
     Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
     resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)

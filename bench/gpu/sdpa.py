@@ -8,7 +8,7 @@ model/attention.py hands `F.scaled_dot_product_attention` an additive float mask
 decoder during training. PyTorch picks a kernel (flash, memory-efficient, cuDNN, math) by what
 the inputs allow; flash takes no mask at all. For each mask, each backend is tried alone
 (`torch.nn.attention.sdpa_kernel`): whether it accepts the call and how long it takes, beside the
-default choice. Writes sdpa.json.
+default choice and its time (`chosen`: the backend PyTorch picks by itself). Writes sdpa.json.
 """
 
 from __future__ import annotations
@@ -60,6 +60,19 @@ def timed(call: Callable[[], torch.Tensor], device: torch.device, reps: int = 20
     return (time.perf_counter() - begin) / reps * 1e6
 
 
+# torch._fused_sdp_choice's answer, an SDPBackend value
+CHOICE = {-1: "error", 0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
+
+
+def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> str:
+    """The backend PyTorch picks by itself for these inputs (a private function: reported, never fatal)."""
+    try:
+        mask, causal = kwargs.get("attn_mask"), kwargs.get("is_causal", False)
+        return CHOICE.get(int(torch._fused_sdp_choice(q, k, v, mask, 0.0, causal)), "?")
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__})"
+
+
 def probe(args: argparse.Namespace) -> list[dict]:
     device, dtype = args.device, getattr(torch, args.dtype)
     g = torch.Generator(device=device).manual_seed(0)
@@ -70,6 +83,7 @@ def probe(args: argparse.Namespace) -> list[dict]:
         row: dict = {
             "mask": name,
             "default_us": timed(lambda kw=kwargs: F.scaled_dot_product_attention(q, k, v, **kw), device),
+            "chosen": chosen(q, k, v, kwargs),
         }
         for backend, kind in BACKENDS.items():
             try:

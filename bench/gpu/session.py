@@ -45,6 +45,10 @@ TRAINER = [
     "train.save_every=100000000",
     "train.keep_last=1",
 ]
+# the trainer as it is; the fast path of issue 47 (batch widths padded to multiples of 8, bf16
+# weights with fp32 master weights in Adam, no autocast casts); the fast path compiled
+FAST = "data.pad_to_multiple=8 train.master_weights=true"
+TRAINER_VARIANTS = ("", FAST, f"{FAST} train.compile=true")
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
 
 
@@ -236,8 +240,8 @@ def main() -> None:
     parser.add_argument(
         "--trainer-variants",
         nargs="+",
-        default=["", "train.compile=true"],
-        help="extra overrides per trainer run",
+        default=list(TRAINER_VARIANTS),
+        help="extra overrides per trainer run (default: as is; the fast path; the fast path compiled)",
     )
     parser.add_argument("--tokens", type=int, help="the benchmark's batch; default: the trainer's mean")
     parser.add_argument("--stage-timeout", type=float, default=240.0)

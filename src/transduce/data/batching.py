@@ -9,8 +9,9 @@ each takes a disjoint share of every epoch's batches, and all ranks get the same
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -21,6 +22,8 @@ from .source import SourceAnnotation
 from .syntax import with_eos
 from .vocab import BOS, EOS, PAD
 
+IntOrArray = TypeVar("IntOrArray", int, np.ndarray)
+
 
 @dataclass
 class Batch:
@@ -30,12 +33,18 @@ class Batch:
     indices: list[int]
     source: dict[str, Tensor] = field(default_factory=dict)  # encode() extras: factors, syntax
 
-    def to(self, device: torch.device) -> Batch:
-        """The same batch with its tensors on `device`."""
-        source = {k: v.to(device) for k, v in self.source.items()}
-        return Batch(
-            self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.indices, source
-        )
+    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
+        """The same batch with its tensors on `device` (`non_blocking`: from pinned memory, a copy
+        the device makes while the host goes on)."""
+        return self.map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def map(self, change: Callable[[Tensor], Tensor]) -> Batch:
+        """The same batch with `change` applied to each of its tensors (pinning, copying)."""
+        source = {k: change(v) for k, v in self.source.items()}
+        return Batch(change(self.src), change(self.tgt_in), change(self.tgt_out), self.indices, source)
+
+    def tensors(self) -> list[Tensor]:
+        return [self.src, self.tgt_in, self.tgt_out, *self.source.values()]
 
 
 def annotation_tensors(items: list[SourceAnnotation], m: int) -> dict[str, Tensor]:
@@ -61,6 +70,12 @@ def annotation_tensors(items: list[SourceAnnotation], m: int) -> dict[str, Tenso
             syntax[row, : full.shape[0], : full.shape[0]] = torch.from_numpy(full)
         out["syntax"] = syntax
     return out
+
+
+def round_up(lengths: IntOrArray, multiple: int) -> IntOrArray:
+    """A length, or each of an array's, rounded up to a multiple of `multiple` (data.pad_to_multiple;
+    1: unchanged)."""
+    return -(-lengths // multiple) * multiple
 
 
 def padded_lengths(split: Split, joined: bool = False) -> np.ndarray:
@@ -204,10 +219,12 @@ class _Ragged:
             self.lengths + other.lengths,
         )
 
-    def padded(self, bos: bool, eos: bool) -> Tensor:
-        """(rows, longest + bos + eos) ids, BOS first and/or EOS last in each row, PAD after."""
+    def padded(self, bos: bool, eos: bool, multiple: int = 1) -> Tensor:
+        """(rows, longest + bos + eos) ids, BOS first and/or EOS last in each row, PAD after; the
+        width rounded up to a multiple of `multiple`."""
         lead = int(bos)
-        out = np.full((len(self.lengths), int(self.lengths.max()) + lead + int(eos)), PAD, dtype=np.int64)
+        width = round_up(int(self.lengths.max()) + lead + int(eos), multiple)
+        out = np.full((len(self.lengths), width), PAD, dtype=np.int64)
         out[self.rows, self.cols + lead] = self.ids
         if bos:
             out[:, 0] = BOS
@@ -216,9 +233,10 @@ class _Ragged:
         return torch.from_numpy(out)
 
 
-def collate(split: Split, indices: list[int], joined: bool = False) -> Batch:
+def collate(split: Split, indices: list[int], joined: bool = False, multiple: int = 1) -> Batch:
     """Tensors for training: source + EOS, BOS + target (input), target + EOS (output). `joined`
-    (decoder-only models): the target side is source and target as one sequence.
+    (decoder-only models): the target side is source and target as one sequence. Each side's
+    width is rounded up to a multiple of `multiple` (data.pad_to_multiple), padding after.
 
     Built with whole-array numpy indexing: filled a row at a time in Python, a 25k-token batch
     took 60-100 ms, as long as a GPU step; this way ~2 ms (docs/results/gpu.md)."""
@@ -227,14 +245,26 @@ def collate(split: Split, indices: list[int], joined: bool = False) -> Batch:
     tgt = _Ragged.gather(split.tgt_tokens, split.tgt_offsets, chosen)
     if joined:
         tgt = src.then(tgt)
-    src_ids = src.padded(bos=False, eos=True)
+    src_ids = src.padded(bos=False, eos=True, multiple=multiple)
     source = (
         annotation_tensors([split.annotation(i) for i in indices], src_ids.shape[1])
         if split.annotated
         else {}
     )
-    return Batch(
-        src_ids, tgt.padded(bos=True, eos=False), tgt.padded(bos=False, eos=True), list(indices), source
+    tgt_in, tgt_out = tgt.padded(bos=True, eos=False, multiple=multiple), tgt.padded(False, True, multiple)
+    return Batch(src_ids, tgt_in, tgt_out, list(indices), source)
+
+
+def batch_shape(split: Split, indices: list[int], joined: bool, multiple: int) -> tuple[int, int, int]:
+    """(rows, source width, target width) of `collate`'s batch, from the lengths alone."""
+    chosen = np.asarray(indices, dtype=np.int64)
+    src, tgt = split.src_lengths[chosen], split.tgt_lengths[chosen]
+    if joined:
+        tgt = src + tgt
+    return (
+        len(indices),
+        round_up(int(src.max()) + 1, multiple),
+        round_up(int(tgt.max()) + 1, multiple),
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,15 +16,16 @@ import torch.distributed as dist
 from torch import nn
 
 from ..config import Config, ConfigError, ModelConfig, check_positions
-from ..data.batching import BatchSampler
+from ..data.batching import BatchSampler, round_up
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
 from ..model.kinds import assembly_for
 from .log import Throughput
+from .master import MasterWeights
 from .objective import Objective, objective_for
-from .schedule import inverse_sqrt_lr
+from .schedule import InverseSqrt
 from .validation import METRICS, Metrics, Predict, check_best_metric
 
 
@@ -121,15 +121,18 @@ class Parts:
     """What the training loop works on."""
 
     data: Dataset
-    model: nn.Module
-    net: nn.Module  # the model, or its DistributedDataParallel wrapper
+    model: nn.Module  # fp32: what is saved, resumed and validated, and what Adam updates
+    # what the training passes run: the model, or its bf16 copy (master weights), in a
+    # DistributedDataParallel wrapper with several ranks, compiled with train.compile
+    net: nn.Module
     objective: Objective
-    optimizer: torch.optim.Optimizer
-    schedule: Callable[[int], float]  # step (from 1) -> learning rate
+    optimizer: torch.optim.Optimizer  # fused Adam
+    schedule: InverseSqrt  # step (from 1) -> learning rate
     sampler: BatchSampler
     metrics: Callable[[Dataset, Predict], Metrics]
     throughput: Throughput
     device: torch.device
+    master: MasterWeights | None = None  # train.master_weights: the bf16 copy the passes run
 
 
 def training_device(env: Distributed) -> torch.device:
@@ -141,8 +144,8 @@ def training_device(env: Distributed) -> torch.device:
 
 def check_data(data: Dataset, cfg: Config, lengths: Callable[[Split], np.ndarray]) -> None:
     """Refuse data the run would fail on later: empty splits, sequences past learned positions
-    (`lengths`: an example's padded length), a syntax-aware model without source trees, data that
-    the model's kind cannot read."""
+    (`lengths`: an example's padded length, rounded up to data.pad_to_multiple), a syntax-aware
+    model without source trees, data that the model's kind cannot read."""
     for name in ("train", "dev"):
         if len(data.splits.get(name, ())) == 0:
             raise DatasetError(f"{data.dir}: the {name} split is empty; prepare the dataset again")
@@ -152,8 +155,12 @@ def check_data(data: Dataset, cfg: Config, lengths: Callable[[Split], np.ndarray
             f"{data.dir} has none; prepare it with --source-trees tree|conllu or set model.syntax_mask=none"
         )
     _check_kind(data, cfg.model)
-    longest = max(int(lengths(split).max()) for split in data.splits.values() if len(split))
-    check_positions(cfg.model, longest, str(data.dir))
+    multiple = cfg.data.pad_to_multiple
+    longest = max(
+        int(round_up(lengths(split), multiple).max()) for split in data.splits.values() if len(split)
+    )
+    padded = f" (padded to a multiple of data.pad_to_multiple={multiple})" if multiple > 1 else ""
+    check_positions(cfg.model, longest, f"{data.dir}{padded}")
 
 
 def _check_kind(data: Dataset, model: ModelConfig) -> None:
@@ -215,18 +222,21 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     except ValueError as exc:  # settings that do not fit the data, e.g. tying separate vocabularies
         raise ConfigError(str(exc)) from None
     model.to(device)
-    net = nn.parallel.DistributedDataParallel(model) if env.world > 1 else model
-    optimizer = torch.optim.Adam(  # CUDA: one fused kernel for all parameters, not one launch per list op
+    master = MasterWeights(model) if t.master_weights else None
+    net = training_net(master.compute if master is not None else model, env, t.compile)
+    # fused: one kernel for all parameters (CUDA: not one launch per list op), and the skip of a
+    # non-finite step on the device (step.py)
+    optimizer = torch.optim.Adam(
         model.parameters(),
         lr=0.0,
         betas=t.adam_betas,
         eps=t.adam_eps,
         weight_decay=t.weight_decay,
-        fused=True if device.type == "cuda" else None,
+        fused=True,
     )
     train = data.splits["train"]
     sampler = BatchSampler(
-        objective.lengths(train),
+        round_up(objective.lengths(train), cfg.data.pad_to_multiple),
         cfg.data.max_tokens,
         cfg.data.seed,
         env.rank,
@@ -239,9 +249,20 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         net=net,
         objective=objective,
         optimizer=optimizer,
-        schedule=partial(inverse_sqrt_lr, d_model=cfg.model.d_model, warmup=t.warmup, scale=t.lr_scale),
+        schedule=InverseSqrt(cfg.model.d_model, t.warmup, t.lr_scale),
         sampler=sampler,
         metrics=METRICS[data.meta.data_kind],
         throughput=Throughput.for_training(cfg.model, train, len(data.tgt_vocab), device, t.precision),
         device=device,
+        master=master,
     )
+
+
+def training_net(module: nn.Module, env: Distributed, compile: bool) -> nn.Module:
+    """What the training passes call: `module`, wrapped for DDP with several ranks, compiled with
+    train.compile. torch.compile's default dynamic shapes: the first batch shape is compiled as it
+    is, the second once more with its varying sizes symbolic, which serves the rest; compiling each
+    of an epoch's shapes apart (dynamic=False) would take tens of compilations of tens of seconds
+    each, even with data.pad_to_multiple."""
+    net = nn.parallel.DistributedDataParallel(module) if env.world > 1 else module
+    return torch.compile(net) if compile else net

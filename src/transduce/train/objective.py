@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..data.batching import Batch, collate, padded_lengths
+from ..data.batching import Batch, batch_shape, collate, padded_lengths
 from ..data.dataset import Split
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..model.transformer import ModelOutput
@@ -39,8 +39,13 @@ class Objective:
         """Per example, its padded length in this kind's batches: the unit of the token budget."""
         return padded_lengths(split, self.joined)
 
-    def collate(self, split: Split, indices: list[int]) -> Batch:
-        return collate(split, indices, self.joined)
+    def collate(self, split: Split, indices: list[int], multiple: int = 1) -> Batch:
+        """A batch of this kind, each side padded to a multiple of `multiple` positions."""
+        return collate(split, indices, self.joined, multiple)
+
+    def shape(self, split: Split, indices: list[int], multiple: int = 1) -> tuple[int, int, int]:
+        """(rows, source width, target width) of `collate`'s batch, without building it."""
+        return batch_shape(split, indices, self.joined, multiple)
 
 
 def _translate(net: nn.Module, batch: Batch) -> ModelOutput:

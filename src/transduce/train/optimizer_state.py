@@ -11,6 +11,10 @@ from torch import Tensor
 def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """Split an optimizer state dict into JSON scalars and named tensors."""
     state = optimizer.state_dict()
+    groups = [  # the rate is a device tensor (train/step.py): saved as the number it holds
+        {k: float(v) if isinstance(v, Tensor) else v for k, v in group.items()}
+        for group in state["param_groups"]
+    ]
     tensors: dict[str, Tensor] = {}
     scalars: dict[str, Any] = {}
     for pid, slots in state["state"].items():
@@ -19,7 +23,7 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], d
                 tensors[f"optim.{pid}.{slot}"] = value.detach().cpu().contiguous()
             else:
                 scalars[f"{pid}.{slot}"] = value
-    return {"param_groups": state["param_groups"], "scalars": scalars}, tensors
+    return {"param_groups": groups, "scalars": scalars}, tensors
 
 
 def restore_optimizer(

@@ -278,8 +278,15 @@ class RunDirectory:
         return "restore the dataset as it was, or use a new --run-dir"
 
     # ------------------------------------------------------------- checkpoints
-    def save(self, state: TrainState, origin: InitSource | None, scaler: torch.amp.GradScaler) -> Path:
-        """Write a checkpoint of `state`'s step, then keep the last train.keep_last and the best."""
+    def save(
+        self,
+        state: TrainState,
+        origin: InitSource | None,
+        scaler: torch.amp.GradScaler,
+        position: dict[str, int],
+    ) -> Path:
+        """Write a checkpoint of `state`'s step, then keep the last train.keep_last and the best.
+        `position`: the sampler's after the last batch trained on (not after batches prepared ahead)."""
         path = self.checkpoints / checkpoint_name(state.step)
         state.saved_at[path.name] = state.train_seconds
         opt_scalars, opt_tensors = optimizer_state(self.optimizer)
@@ -293,7 +300,7 @@ class RunDirectory:
         )
         trainer = {
             "optimizer": opt_scalars,
-            "sampler": self.sampler.state_dict(),
+            "sampler": position,
             "state": state.saved(),
             "scaler": scaler.state_dict(),  # fp16's loss scale ({} when not scaling)
         }

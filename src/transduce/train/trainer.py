@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +18,25 @@ import torch.distributed as dist
 from rich.console import Console
 from torch import Tensor
 
-from ..config import Config, TrainConfig
+from ..config import Config
 from ..data.batching import Batch
 from ..data.dataset import Split
 from ..fileio import RunLock
 from ..metrics import perplexity
 from ..store.checkpoint import load_weights, step_checkpoints
 from ..store.meta import InitSource
+from .batches import BatchStream, Prepared, steps_ahead
 from .build import Distributed, Parts, build_parts
+from .counters import APPLIED, OVERFLOW, Tally
 from .log import RunLogger
 from .progress import TrainingProgress
 from .run_dir import RunDirectory
 from .state import TrainingError, TrainState, peer_lost
 from .step import OptimizerStep, Skipped, StepSettings, StepStats
 from .validation import dev_loss, greedy_outputs
+
+# The counters are read back at least this often (steps), however far apart the logging is.
+READ_BACK_AT_LEAST = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +55,16 @@ class LoopSettings:
     best_metric: str
     max_bad_steps: int
     average_last: int | None
+    prefetch: int | None
+    pad_to_multiple: int  # data.pad_to_multiple
 
     @classmethod
-    def from_config(cls, t: TrainConfig) -> LoopSettings:
-        return cls(**{f.name: getattr(t, f.name) for f in fields(cls)})
+    def from_config(cls, cfg: Config) -> LoopSettings:
+        t = cfg.train
+        return cls(
+            **{f.name: getattr(t, f.name) for f in fields(cls) if f.name != "pad_to_multiple"},
+            pad_to_multiple=cfg.data.pad_to_multiple,
+        )
 
 
 @dataclass(slots=True)
@@ -100,7 +112,7 @@ class Trainer:
         self.optimizer, self.sampler, self.device = parts.optimizer, parts.sampler, parts.device
         self.metrics, self.throughput = parts.metrics, parts.throughput
         self.train_split = self.data.splits["train"]
-        self.settings = LoopSettings.from_config(cfg.train)
+        self.settings = LoopSettings.from_config(cfg)
         self.decode_options, self.dev_tokens = cfg.decode, cfg.data.max_tokens
         self.label_smoothing = cfg.train.label_smoothing
         self.optimizer_step = OptimizerStep(parts, self.env, StepSettings.from_config(cfg))
@@ -111,6 +123,10 @@ class Trainer:
         self.logger: RunLogger | None = None
         self.origin: InitSource | None = None  # set by init_from, kept across resumes
         self.outcome: Outcome | None = None
+        self.position = self.sampler.state_dict()  # the sampler's, after the last batch trained on
+        self.deferred = False  # within the loop: steps are not read back one by one
+        self.pending: list[dict[str, int]] = []  # steps not read back yet: the position after each
+        self.shapes_epoch: int | None = None  # the last epoch whose batch shapes were logged
 
     @property
     def scaler(self) -> torch.amp.GradScaler:
@@ -128,6 +144,8 @@ class Trainer:
         if resumed is None:
             return False
         self.state, self.origin = resumed.state, resumed.origin
+        self.position = self.sampler.state_dict()
+        self._start_counters()
         self.run.forget_missing_best(self.state)
         self.console.print(f"resumed from {resumed.path} at step {self.state.step}")
         return True
@@ -148,12 +166,13 @@ class Trainer:
                 )
             self.state.step = origin.step
         self.origin = origin
+        self._start_counters()
         self.console.print(f"initialised from {origin.checkpoint} (step {origin.step})")
 
     def save(self) -> Path:
         """Write a checkpoint of this step (the best one when its validation was the best)."""
         try:
-            path = self.run.save(self.state, self.origin, self.scaler)
+            path = self.run.save(self.state, self.origin, self.scaler, self.position)
         except Exception:
             self.save_failed = True
             raise
@@ -161,12 +180,32 @@ class Trainer:
         return path
 
     # ----------------------------------------------------------------- steps
-    def train_step(self, batches: list[Batch]) -> StepStats | Skipped:
-        """One optimizer update over `batches` (counted in the state), or why there was none."""
-        stats = self.optimizer_step(batches, self.state.step)
-        if isinstance(stats, StepStats):
-            self.state.step += 1
-        return stats
+    def train_step(self, batches: list[Batch]) -> StepStats | Skipped | None:
+        """One optimizer update over `batches`, or none where the loss or gradient is not finite.
+        Within `fit` the outcome stays on the device (None): the loop reads the counters back every
+        train.log_every steps and where it waits anyway. Called on its own, the step is read back
+        at once (counted in the state): its statistics, or why it made no update."""
+        self.optimizer_step(batches)
+        if self.deferred:
+            return None
+        self.pending.append(self.position)
+        tally = self._read_back()
+        if tally.outcome == APPLIED:
+            return StepStats(tally.loss, tally.nll, tally.step_tokens, tally.grad_norm)
+        return Skipped.OVERFLOW if tally.outcome == OVERFLOW else Skipped.NON_FINITE
+
+    def _read_back(self) -> Tally:
+        """The device's counters into the state (one synchronisation), and the sampler's position
+        after the last step they counted."""
+        tally = self.optimizer_step.counters.read()
+        state = self.state
+        counted = tally.step - state.step + tally.skipped - state.skipped
+        if counted:
+            self.position = self.pending[counted - 1]
+        self.pending.clear()
+        state.step, state.skipped, state.bad_in_row = tally.step, tally.skipped, tally.bad_in_row
+        state.tokens += tally.tokens
+        return tally
 
     # ------------------------------------------------------------ validation
     def dev_loss(self, split: Split) -> tuple[float, float, dict[str, float]]:
@@ -270,64 +309,114 @@ class Trainer:
         return self.state.history[-1] if self.state.history else {}
 
     def _loop(self) -> str:
-        """Update until a limit ends the run; why it ended."""
+        """Update until a limit ends the run; why it ended. The steps' outcomes are read back from
+        the device only where something is due (`_read_due`), so between read-backs the host
+        queues each step without waiting for the last."""
         s = self.settings
-        stream = iter(self.sampler)
         now = time.monotonic()
         clock = Clock(last_save=now, last_validation=self.state.train_seconds, window_start=now)
-        with TrainingProgress(self.console, self.show, s.steps, s.max_minutes) as progress:
+        self._start_counters()
+        collate = partial(self.objective.collate, self.train_split, multiple=s.pad_to_multiple)
+        ahead = steps_ahead(s.prefetch, self.device)
+        stream = BatchStream(self.sampler, collate, s.accumulate, self.device, ahead)
+        progress = TrainingProgress(self.console, self.show, s.steps, s.max_minutes)
+        with progress, stream, self._deferring():
             progress.advance(self.state.step, self.state.train_seconds)
             while True:
-                stats = self._update(stream)
-                if stats is None:
+                self._attempt(next(stream))
+                progress.advance(self.state.step + len(self.pending), self.state.train_seconds)
+                if not self._read_due(clock):
                     continue
-                clock.window_tokens += stats.tokens
-                progress.advance(self.state.step, self.state.train_seconds)
+                tally = self._read(clock)
+                if tally.outcome != APPLIED:
+                    continue  # as after any skipped step: nothing is due until an update
                 if self.state.step % s.log_every == 0 or self.state.step == s.steps:
-                    self._log_stats(stats, clock, progress)
+                    self._log_stats(tally, clock, progress)
                 reason = self._validate_save_or_stop(clock, progress)
                 if reason is not None:
                     self._log(f"step {self.state.step}: {reason}")
                     return reason
 
-    def _update(self, stream: Iterator[list[int]]) -> StepStats | None:
-        """One update from the next batches (None if skipped), its time and tokens counted."""
-        began = time.monotonic()
-        batches = [
-            self.objective.collate(self.train_split, next(stream)) for _ in range(self.settings.accumulate)
-        ]
-        stats = self.train_step(batches)
-        self.state.train_seconds += time.monotonic() - began
-        if isinstance(stats, Skipped):
-            self._skipped(stats)
-            return None
-        self.state.bad_in_row = 0
-        self.state.tokens += stats.tokens
-        return stats
+    @contextlib.contextmanager
+    def _deferring(self) -> Iterator[None]:
+        self.deferred = True
+        try:
+            yield
+        finally:
+            self.deferred = False
 
-    def _skipped(self, why: Skipped) -> None:
-        """Count a skipped update; too many non-finite ones in a row end the run."""
+    def _start_counters(self) -> None:
+        self.optimizer_step.start(self.state.step, self.state.skipped, self.state.bad_in_row)
+
+    def _attempt(self, step: Prepared) -> None:
+        """One update from a prepared step's batches, its (host) time counted."""
+        if step.position["epoch"] != self.shapes_epoch:
+            self._report_shapes(step.position["epoch"])
+        began = time.monotonic()
+        self.pending.append(step.position)
+        self.train_step(step.batches)
+        self.state.train_seconds += time.monotonic() - began
+
+    def _read_due(self, clock: Clock) -> bool:
+        """Whether to read the counters back now: when the step, if the steps since the last
+        read-back all made updates, is one at which something is due (logging, validation, a
+        checkpoint, the end); a single process also reads back when a time limit is due (ranks
+        measure time apart, so with several the limits are checked at those read-backs)."""
+        s, ahead = self.settings, self.state.step + len(self.pending)
+        if ahead >= s.steps or len(self.pending) >= READ_BACK_AT_LEAST:
+            return True
+        if any(ahead % every == 0 for every in (s.log_every, s.validate_every, s.save_every)):
+            return True
+        return self.env.world == 1 and self._time_due(clock)
+
+    def _time_due(self, clock: Clock) -> bool:
+        """Whether a limit in minutes is due by this process's clock."""
+        s, seconds = self.settings, self.state.train_seconds
+        due = s.max_minutes is not None and seconds >= 60 * s.max_minutes
+        every = s.validate_every_minutes
+        due = due or (every is not None and seconds - clock.last_validation >= 60 * every)
+        every = s.save_every_minutes
+        return due or (every is not None and time.monotonic() - clock.last_save >= 60 * every)
+
+    def _read(self, clock: Clock) -> Tally:
+        """Read the counters back (the wait for the device counts as training time); log the
+        skipped updates since the last read-back, and end the run after train.max_bad_steps
+        non-finite ones in a row."""
+        began, skipped = time.monotonic(), self.state.skipped
+        tally = self._read_back()
+        self.state.train_seconds += time.monotonic() - began
+        clock.window_tokens += tally.tokens
         state = self.state
-        state.skipped += 1
-        if why is Skipped.OVERFLOW:
+        if state.skipped > skipped:
+            scale = f"; loss scale now {self.scaler.get_scale():g}" if self.scaler.is_enabled() else ""
             self._log(
-                f"step {state.step}: {why.value}, update skipped; loss scale now {self.scaler.get_scale():g}"
+                f"step {state.step}: {state.skipped - skipped} update(s) skipped since the last read-back "
+                f"(non-finite loss or gradient, or an fp16 overflow){scale}; "
+                f"{state.bad_in_row} non-finite in a row"
             )
-            return
-        state.bad_in_row += 1
-        self._log(
-            f"step {state.step}: non-finite loss or gradient, update skipped ({state.bad_in_row} in a row)"
-        )
         if state.bad_in_row >= self.settings.max_bad_steps:
             raise TrainingError(
-                f"{state.bad_in_row} non-finite losses in a row at step {state.step}; "
-                "lower train.lr_scale, set train.clip_norm, or check the data"
+                f"{state.bad_in_row} non-finite losses in a row at step {state.step} (seen when the step "
+                "counters were read back, every train.log_every steps; the steps after them changed "
+                "nothing); lower train.lr_scale, set train.clip_norm, or check the data"
             )
+        return tally
 
-    def _log_stats(self, stats: StepStats, clock: Clock, progress: TrainingProgress) -> None:
+    def _report_shapes(self, epoch: int) -> None:
+        """Log how many distinct batch shapes `epoch` has, as its first step comes (data.pad_to_multiple
+        makes them few, for the plans cuDNN and cuBLAS keep per shape)."""
+        s, self.shapes_epoch = self.settings, epoch
+        batches = self.sampler.epoch_batches(epoch)
+        shapes = {self.objective.shape(self.train_split, b, s.pad_to_multiple) for b in batches}
+        self._log(
+            f"epoch {epoch}: {len(batches)} batches of {len(shapes)} distinct shapes (rows, source, "
+            f"target positions; data.pad_to_multiple={s.pad_to_multiple})"
+        )
+
+    def _log_stats(self, stats: Tally, clock: Clock, progress: TrainingProgress) -> None:
         """The training statistics of the steps since the last ones (train.log_every)."""
         now = time.monotonic()
-        lr = self.optimizer.param_groups[0]["lr"]
+        lr = float(self.optimizer.param_groups[0]["lr"])  # a device tensor: read back with the rest
         row = {
             "loss": stats.loss,
             "nll": stats.nll,
@@ -407,8 +496,16 @@ class Trainer:
 
     def _save_on_the_way_out(self, exc: BaseException) -> None:
         """Save the steps no checkpoint holds yet before `exc` ends the run; not when saving is
-        what failed (a full disk would refuse it again, with a second error after the first)."""
-        if not self.env.main or self.state.step <= self.saved_step or self.save_failed:
+        what failed (a full disk would refuse it again, with a second error after the first), nor
+        when the device cannot say which steps the weights hold."""
+        if not self.env.main or self.save_failed:
+            return
+        try:
+            if self.pending:
+                self._read_back()  # the steps the weights hold, and the data position after them
+        except Exception:  # the device itself failed
+            return
+        if self.state.step <= self.saved_step:
             return
         try:
             path = self.save()
