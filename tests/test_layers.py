@@ -17,6 +17,7 @@ LAYERS = {
     "config": 0,
     "choices": 0,
     "fileio": 0,
+    "display": 0,
     "device": 0,
     "cpu_memory": 0,
     "data": 1,

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from ..choices import ENGINES, QUANTIZE
 from ..config import PRESETS
+from ..display import cleared_on_error
 from .metavars import App, Group, one_of
 
 if TYPE_CHECKING:
@@ -195,16 +196,8 @@ def decode_progress(description: str, total: int | None, show: bool = True) -> I
         counted["tokens"] += tokens
         progress.update(task, advance=lines, tokens=counted["tokens"])
 
-    progress.start()
-    try:
+    with cleared_on_error(progress):
         yield advance
-    except BaseException:
-        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
-        # prints a blank line to a file or pipe
-        progress.live.transient = True
-        progress.live.stop()
-        raise
-    progress.stop()
 
 
 def presets() -> str:

@@ -21,6 +21,7 @@ from rich.progress import Progress
 
 from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
 from ..config import load_config
+from ..display import cleared_on_error
 from ..fileio import atomic_directory, check_output_dir
 from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
 from .corpus import CorpusError, LineRules, ReadStats, aligned_chunks, corpus_path, require_corpus_file
@@ -317,21 +318,9 @@ def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pair
     }
 
 
-@contextlib.contextmanager
-def _progress(show: bool) -> Iterator[Progress]:
-    """The progress display, its lines kept when `prepare` succeeds; an error (or any exception)
-    clears it, so the command's `error:` line is all that is left, not a half-done "checking"."""
-    progress = Progress(disable=not show, transient=False)
-    progress.start()
-    try:
-        yield progress
-    except BaseException:
-        # erased from a terminal, never printed to a file or pipe; Progress.stop is skipped, as it
-        # prints a blank line to a file or pipe
-        progress.live.transient = True
-        progress.live.stop()
-        raise
-    progress.stop()
+def _progress(show: bool) -> contextlib.AbstractContextManager[Progress]:
+    """The progress display, its lines kept when `prepare` succeeds and cleared on an error."""
+    return cleared_on_error(Progress(disable=not show, transient=False))
 
 
 def _input_files(
