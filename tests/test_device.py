@@ -51,4 +51,5 @@ def _linear_kinds(model: torch.nn.Module) -> set[str]:
 def test_cpu_decoding_packs_or_quantises(tmp_path):
     run = train_tiny(tmp_path / "r", 1)
     assert _linear_kinds(load_for_decoding(run, "none", device="cpu").model) == {"PackedLinear"}
-    assert _linear_kinds(load_for_decoding(run, "int8", device="auto").model) == {"Int8Linear"}
+    int8 = load_for_decoding(run, "int8", device="auto").model  # the tiny model's maps are all small
+    assert _linear_kinds(int8) == {"PackedLinear"}

@@ -65,7 +65,7 @@ def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        q = quantize_int8(model)
+        q = quantize_int8(model, min_weights=0)
     assert not [w for w in caught if "deprecated" in str(w.message)]  # off torch.ao.quantization
     kinds = {type(m) for m in q.modules()}
     assert Int8Linear in kinds
@@ -78,6 +78,21 @@ def test_int8_model_is_quantised_close_and_leaves_the_original_alone():
     assert (exact - approx).abs().max() < 0.1 * exact.abs().max()
     assert (exact.argmax(-1) == approx.argmax(-1)).float().mean() > 0.9
     assert len(beam_search(q, src, beam=3, max_len_b=5)) == 4
+
+
+def test_only_linear_maps_of_min_weights_or_more_are_int8():
+    model = small_model()  # d_model 64, d_ff 128, 200 tokens: 8,192 to 12,800 weights a map
+    sizes = {"Int8Linear": set(), "PackedLinear": set()}
+    for m in quantize_int8(model, min_weights=10_000).modules():
+        if type(m).__name__ in sizes:
+            inputs = m.in_features if hasattr(m, "in_features") else m.rows.shape[1]
+            sizes[type(m).__name__].add(m.out_features * inputs)
+    assert sizes["Int8Linear"] == {12_800}  # the output projection (200 x 64)
+    assert sizes["PackedLinear"] == {64 * 64, 64 * 128, 128 * 64, 64 * 128}
+    assert {type(m) for m in quantize_int8(model).modules()} & {Int8Linear} == set()  # all < 2**18
+    src, tgt = torch.randint(4, 200, (4, 12)), torch.randint(4, 200, (4, 9))
+    with torch.no_grad():
+        assert torch.allclose(quantize_int8(model)(src, tgt).logits, model(src, tgt).logits, atol=1e-4)
 
 
 def test_translate_and_evaluate_take_quantize(tmp_path):

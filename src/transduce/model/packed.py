@@ -46,12 +46,16 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={bias}"
 
 
-def _replace_linears(module: nn.Module, root: bool = True) -> None:
+def pack_linears(module: nn.Module, root: bool = True) -> None:
+    """Every plain nn.Linear in `module` replaced, in place, by its packed form where packing is
+    available (the output projection keeps its plain matrix too)."""
+    if not packing_available():
+        return
     for name, child in module.named_children():
         if type(child) is nn.Linear:
             setattr(module, name, PackedLinear(child, keep_weight=root and name == "output"))
         else:
-            _replace_linears(child, root=False)
+            pack_linears(child, root=False)
 
 
 def pack_for_cpu(model: nn.Module) -> nn.Module:
@@ -62,5 +66,5 @@ def pack_for_cpu(model: nn.Module) -> nn.Module:
     if any(p.dtype != torch.float32 for p in model.parameters()):
         return model
     model = with_plain_linears(model)
-    _replace_linears(model)
+    pack_linears(model)
     return model
