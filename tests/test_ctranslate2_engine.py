@@ -132,6 +132,47 @@ def test_the_same_outputs_as_the_torch_engine_each_within_its_own_length_limit(e
     assert texts(texts_found) == texts(translate_lines(ours, lines, options, greedy)[0])
 
 
+@pytest.mark.parametrize("nbest", [1, 3])
+def test_one_call_under_the_longest_limit_gives_each_sentence_its_own_limits_outputs(
+    engines, nbest, monkeypatch
+):
+    """With a length penalty, a batch's beam searches run in one call under its longest limit,
+    and only sentences whose search reached their own limit are searched again: the outputs are
+    those of one call per distinct limit (the searches compared), in fewer calls."""
+    ours, theirs, lines = engines
+    engine, sources = theirs.engine, sources_of(ours, lines)
+    calls = []
+    translate_batch = engine.translator.translator.translate_batch
+
+    class Counted:  # the translator, its calls counted
+        def translate_batch(self, batch, *args, **kwargs):
+            calls.append(len(batch))
+            return translate_batch(batch, *args, **kwargs)
+
+    monkeypatch.setattr(engine.translator, "translator", Counted())
+    for a, b in ((1.0, 50), (1.0, 3), (0.5, 1)):
+        options = decode_options(ours.config.decode, beam=4, nbest=nbest, alpha=0.6, max_len_a=a, max_len_b=b)
+        calls.clear()
+        found = engine.decode(sources, options)
+        one_call = list(calls)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                type(engine),
+                "_under_longest_limit",
+                lambda self, batch: ([[] for _ in batch.sources], list(range(len(batch.sources)))),
+            )
+            calls.clear()
+            per_limit = engine.decode(sources, options)
+        assert ids(found) == ids(per_limit)
+        scores = [h.score for f in found for h in f]
+        assert scores == pytest.approx([h.score for f in per_limit for h in f])
+        assert one_call[0] == len(sources) and len(calls) > len(one_call)  # all in the first call
+        if b == 50:  # every search over well before its limit: nothing searched again
+            assert len(one_call) == 1
+        else:  # some reached their limit and were searched again, in calls of their own limits
+            assert len(one_call) > 1
+
+
 def test_nbest_lists_are_the_same_in_the_same_order(engines):
     ours, theirs, lines = engines
     options = decode_options(ours.config.decode, beam=4, nbest=4, alpha=0.0)

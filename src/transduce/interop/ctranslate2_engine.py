@@ -13,14 +13,21 @@ How our settings map onto `translate_batch`, and where they cannot be the same:
   shortlist (CTranslate2's vocabulary map, `use_vmap`) restricts a batch to the same tokens as
   ours where the batch is one call (see below).
 - length limit: ours is a * |x| + b per sentence, CTranslate2's `max_decoding_length` one per
-  call. Beam search makes one call per distinct limit in a batch: under a lower limit the
-  hypotheses cut at it are finished candidates that can beat an output ending later, so an
-  output found under a longer limit is not what the sentence's own limit gives, even when it
-  fits. Greedy search and sampling make one call per batch with its longest limit (a greedy
-  output within a sentence's limit is the same under it); an output longer than its sentence's
-  limit is cut to it and rescored (`score_batch`): a greedy output's first tokens are what its
-  own limit gives, a cut sample is distributed as one drawn under the limit. Under a shortlist
-  (whose probabilities `score_batch` does not restrict) a greedy output is searched again.
+  call. Under a lower limit the hypotheses cut at it are finished candidates that can beat an
+  output ending later, so a beam search's output found under a longer limit is not what the
+  sentence's own limit gives, even when it fits, unless that search was over before reaching
+  the lower limit. With a length penalty (alpha > 0) CTranslate2 stops a search once it holds
+  `beam` finished hypotheses: a batch's sources without a prefix are searched in one call under
+  its longest limit with all `beam` returned, and a source whose every hypothesis ended before
+  its own limit keeps its outputs; the others, and every beam search at alpha 0 (which stops
+  at the n best, not all returned), make one call per distinct limit. Greedy search and
+  sampling make one call per batch with its longest limit (a greedy output within a sentence's
+  limit is the same under it); an output longer than its sentence's limit is cut to it and
+  rescored (`score_batch`): a greedy output's first tokens are what its own limit gives, a cut
+  sample is distributed as one drawn under the limit. Under a shortlist (whose probabilities
+  `score_batch` does not restrict) a greedy output is searched again. (A `callback` stopping
+  each row at its own limit would spare the rescoring, but calling Python at every token cost
+  15% of a greedy call on short lines.)
 - scores: ours, log P (prefix and EOS included) / ((5 + |Y|) / 6)^alpha for beam search, log P for
   greedy search and samples, computed from CTranslate2's score (log P after the prefix /
   |Y|^alpha, |Y| counting EOS) and, with a prefix, the prefix's log-probability (`score_batch`).
@@ -378,14 +385,32 @@ class CTranslate2Engine:
     def _search(self, batch: Batch, greedy: bool) -> list[list[Found]]:
         """One batch's outputs, each searched under its sentence's own length limit."""
         if not (greedy or batch.options.sample):
-            return self._under_own_limits(
-                batch, greedy, range(len(batch.sources)), [[] for _ in batch.sources]
-            )
+            found, rows = self._under_longest_limit(batch)
+            return self._under_own_limits(batch, greedy, rows, found)
         found = self._translate(batch, greedy, max(batch.limits))
         over = [j for j, outputs in enumerate(found) if any(f.steps > batch.limits[j] for f in outputs)]
         if batch.options.sample or not self.use_vmap:  # a greedy output's first tokens are its own limit's
             return self._cut(batch, over, found)
         return self._under_own_limits(batch, greedy, over, found)
+
+    def _under_longest_limit(self, batch: Batch) -> tuple[list[list[Found]], list[int]]:
+        """Beam search with a length penalty of the sources without a forced prefix in one call,
+        under the batch's longest limit; the outputs, and the sources whose own limit could give
+        others (to search again). CTranslate2's search then stops a source once it holds `beam`
+        finished hypotheses, however many it returns: asked for all of them, the last-found is
+        among them, and where every one ended (by EOS) before the source's own limit, that
+        search never reached the limit, and is step for step the search under it."""
+        options, rows = batch.options, list(range(len(batch.sources)))
+        found: list[list[Found]] = [[] for _ in batch.sources]
+        free = [j for j in rows if not batch.prefixes[j]]
+        if options.alpha == 0 or not free:  # alpha 0: CTranslate2 stops at its n best, not at `beam`
+            return found, rows
+        limit = max(batch.limits[j] for j in free)
+        searched = self._translate(batch.part(free), False, limit, options.beam)
+        for j, outputs in zip(free, searched, strict=True):
+            if all(f.ended and f.steps < batch.limits[j] for f in outputs) or batch.limits[j] == limit:
+                found[j] = outputs[: options.nbest]  # in CTranslate2's order, as a call for n gives
+        return found, [j for j in rows if not found[j]]
 
     def _under_own_limits(
         self, batch: Batch, greedy: bool, rows: Sequence[int], found: list[list[Found]]
@@ -399,8 +424,11 @@ class CTranslate2Engine:
                 found[j] = outputs
         return found
 
-    def _translate(self, batch: Batch, greedy: bool, limit: int) -> list[list[Found]]:
-        """translate_batch on the batch with one length limit; per source its outputs, or samples."""
+    def _translate(
+        self, batch: Batch, greedy: bool, limit: int, hypotheses: int | None = None
+    ) -> list[list[Found]]:
+        """translate_batch on the batch with one length limit; per source its outputs (the n best,
+        or `hypotheses` of a beam search), or samples."""
         options = batch.options
         n = options.num_samples if options.sample else 1
         rows = [j for j in range(len(batch.sources)) for _ in range(n)]
@@ -418,7 +446,7 @@ class CTranslate2Engine:
             return_scores=True,
             return_end_token=True,
             use_vmap=self.use_vmap,
-            **_search_settings(options, greedy),
+            **_search_settings(options, greedy, hypotheses),
         )
         penalty = options.alpha if not (options.sample or greedy) else 0.0
         before = self._prefix_log_probs(batch)
@@ -565,7 +593,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
 
 
-def _search_settings(options: DecodeConfig, greedy: bool) -> dict[str, Any]:
+def _search_settings(options: DecodeConfig, greedy: bool, hypotheses: int | None = None) -> dict[str, Any]:
     """translate_batch's search settings: sampling, greedy search (beam 1) or beam search; the
     length penalty only for beam search (scores are then log P / |Y|^alpha)."""
     if options.sample:
@@ -578,4 +606,5 @@ def _search_settings(options: DecodeConfig, greedy: bool) -> dict[str, Any]:
         }
     if greedy:
         return {"beam_size": 1, "length_penalty": 0.0}
-    return {"beam_size": options.beam, "num_hypotheses": options.nbest, "length_penalty": options.alpha}
+    n = hypotheses or options.nbest
+    return {"beam_size": options.beam, "num_hypotheses": n, "length_penalty": options.alpha}
