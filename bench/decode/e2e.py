@@ -13,6 +13,12 @@ the peers run in their own venv (--peers) behind bench/peers/engines.py. Engines
                pre-packed for oneDNN, or `--quantize int8`; batches of --max-tokens source tokens
   CTranslate2  sentencepiece, `translate_batch` per length-sorted batch of --max-tokens padded
                source tokens (the same batches), float32 or int8 model
+  transduce --engine ctranslate2
+               `translate_lines` on CTranslate2 (`open_ctranslate2`: the checkpoint's cached
+               export, float32 or int8), as `transduce translate --engine ctranslate2` runs it,
+               in a process of its own (bench/peers/transduce_engine.py, our venv) as each
+               peer engine runs: two Translators, or PyTorch's threads, in one process slow
+               each other on 2 threads; its outputs compared with raw CTranslate2's
   HF generate  MarianTokenizer, `generate` on length-sorted batches of --max-tokens padded
                source tokens, batch_decode; float32 only (generate has no int8 CPU path of its
                own; torch's dynamic quantisation is what transduce's int8 already is)
@@ -44,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.peers.venv import PEERS, Peers, ensure_peers
+from bench.peers.venv import PEERS, Peer, Peers, ensure_peers
 from bench.records import OUT, host_line, markdown_table, write_record
 from transduce.data.corpus import read_lines
 from transduce.decode.options import decode_options
@@ -55,6 +61,7 @@ from transduce.interop.marian import MarianError, export_marian
 from transduce.metrics import corpus_scores
 from transduce.store.load import LoadedModel, load_for_decoding, load_model
 
+ENGINE_ROW = "transduce --engine ctranslate2"
 # engine key (engines.py's names) -> (name shown, weights, the transduce output its text is compared
 # with, vocabulary: full, or the --shortlist (ours) and its export as a vocabulary map (CTranslate2))
 ENGINES = {
@@ -63,6 +70,8 @@ ENGINES = {
     "ct2": ("CTranslate2", "float32", "transduce", "full"),
     "ct2-int8": ("CTranslate2", "int8", "transduce-int8", "full"),
     "hf": ("HF generate", "float32", "transduce", "full"),
+    "transduce-ct2": (ENGINE_ROW, "float32", "ct2", "full"),
+    "transduce-ct2-int8": (ENGINE_ROW, "int8", "ct2-int8", "full"),
 }
 SHORTLISTED = {
     "transduce-shortlist": ("transduce", "float32", "transduce", "shortlist"),
@@ -112,15 +121,16 @@ def run(
     engine: str,
     lines: list[str],
     beam: int,
-    ours: dict[str, LoadedModel],
+    ours: dict[str, LoadedModel | Peer],
     peer: Peers,
     args: argparse.Namespace,
 ) -> dict:
-    """One engine on `lines`, timed from text to text: ours in-process with the options `transduce
-    translate` would take, the others in the peer with the same ones."""
+    """One engine on `lines`, timed from text to text: our torch engine in-process with the options
+    `transduce translate` would take, our CTranslate2 engine and the peers in processes of their
+    own with the same ones."""
     decode = ours["transduce"].config.decode
     model = engine.removesuffix("-shortlist")
-    if model not in ours:
+    if not isinstance(ours.get(model), LoadedModel):
         request = {
             "engine": engine,
             "beam": beam,
@@ -130,7 +140,7 @@ def run(
             "max_tokens": args.max_tokens,
             "lines": lines,
         }
-        return peer.request(request)
+        return ours[model].request(request) if model in ours else peer.request(request)
     options = decode_options(decode, beam=beam, alpha=args.alpha, max_tokens=args.max_tokens)
     start = time.perf_counter()
     shortlist = args.listed if engine.endswith("-shortlist") else None
@@ -139,7 +149,7 @@ def run(
 
 
 def measure(
-    lines: list[str], beam: int, ours: dict[str, LoadedModel], peer: Peers, args: argparse.Namespace
+    lines: list[str], beam: int, ours: dict[str, LoadedModel | Peer], peer: Peers, args: argparse.Namespace
 ) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     """Every engine's seconds over --reps rounds, interleaved so that drifts in the machine's speed
     hit all alike, after one warm-up call each; and their outputs."""
@@ -207,6 +217,12 @@ def main() -> None:
         ours = {
             "transduce": load_for_decoding(args.checkpoint, "none", threads),
             "transduce-int8": load_for_decoding(args.checkpoint, "int8", threads),
+            "transduce-ct2": Peer(
+                Path(sys.executable), "transduce_engine.py", args.checkpoint, threads, "none"
+            ),
+            "transduce-ct2-int8": Peer(
+                Path(sys.executable), "transduce_engine.py", args.checkpoint, threads, "int8"
+            ),
         }
         peer_engines = {e for e in args.engines if not e.startswith("transduce")}
         peer = Peers(python, args.work / "hf", threads, peer_engines)
@@ -244,6 +260,8 @@ def main() -> None:
                         f"vocabulary: {seconds:.2f} s"
                     )
         peer.close()
+        for process in ("transduce-ct2", "transduce-ct2-int8"):
+            ours[process].close()
     report(rows, args, python, ours["transduce"])
 
 
@@ -255,6 +273,14 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
             x
             for x in rows
             if x["engine"] == "transduce"
+            and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
+        )
+
+    def raw_of(r: dict) -> dict:
+        return next(
+            x
+            for x in rows
+            if x["engine"] == "CTranslate2"
             and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
         )
 
@@ -281,7 +307,8 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         "batch's longest source (HF and CTranslate2, which have no per-sentence limit). Beam stopping is "
         'each engine\'s default; "words": output words, the work each engine did. "same": share of '
         "lines whose text equals transduce's for the same lines, "
-        "search and weights (HF's against transduce float32, transduce int8's against transduce float32)."
+        "search and weights (HF's against transduce float32, transduce int8's against transduce float32, "
+        f"{ENGINE_ROW}'s against raw CTranslate2's; its time is also shown as vs_ctranslate2)."
     )
     recorded = [
         {
@@ -294,6 +321,9 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
             "seconds": round(r["seconds"], 2),
             "sentences_per_s": round(r["lines"] / r["seconds"], 1),
             "vs_transduce": None if r is base_of(r) else round(r["seconds"] / base_of(r)["seconds"], 2),
+            "vs_ctranslate2": round(r["seconds"] / raw_of(r)["seconds"], 2)
+            if r["engine"] == ENGINE_ROW
+            else None,
             "same": None if r["same"] is None else round(r["same"], 3),
             "words": r["words"],
             "bleu": None if r["bleu"] is None else round(r["bleu"], 1),
@@ -323,9 +353,12 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         if hf
         else "no HF rows for this model"
     )
+    engine = [r["seconds"] / raw_of(r)["seconds"] for r in rows if r["engine"] == ENGINE_ROW]
     print(
         f"Targets: ahead of CTranslate2 in {sum(x > 1 for x in ct2)} of {len(ct2)} rows (same weights; "
-        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}."
+        f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}; --engine ctranslate2 within 5% of raw "
+        f"CTranslate2 in {sum(x <= 1.05 for x in engine)} of {len(engine)} rows (time ratios "
+        f"{min(engine):.2f}x to {max(engine):.2f}x)."
     )
 
 
