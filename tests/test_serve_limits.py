@@ -91,6 +91,23 @@ def test_a_small_request_takes_its_turn_between_the_calls_of_a_large_one(loaded,
     assert reply.json()["translations"][0]["text"] == texts(loaded, [small], small_beam)[0]
 
 
+def test_small_requests_arriving_while_a_small_call_is_young_share_the_next_call(loaded, calls):
+    """Under a load of small requests the arrivals wait for the young call in progress and go
+    into one call together, rather than each group starting a call beside it (which halved the
+    load test's segments a second)."""
+    with Server(create_app(loaded, Limits(max_wait_ms=0))) as server:
+        url = f"{server.url}/translate"
+        results: list = []
+        first = post_in_background(url, {"segments": ["1 2"], "beam": 1}, results)
+        wait_until(lambda: len(calls) >= 1)
+        later = [post_in_background(url, {"segments": [s], "beam": 1}, results) for s in ("3 4", "5 6")]
+        for thread in [first, *later]:
+            thread.join(timeout=30)
+    assert [r.status_code for r in results] == [200, 200, 200]
+    encoded = [loaded.src_vocab.encode(s) for s in ("3 4", "5 6")]
+    assert len(calls) == 2 and sorted(calls[1]) == sorted(encoded), calls
+
+
 def test_a_small_request_is_decoded_beside_a_long_call_not_after_it(loaded):
     """One segment held to 1000 output tokens is one call of seconds that cannot be split; a
     small request sent meanwhile is answered while it still runs, the two taking turns between

@@ -1,12 +1,13 @@
 """Load test of `transduce serve` on loopback: N concurrent clients for M seconds.
 
     python -m bench.serve.load                    # 16 clients, 20 s, batching on then off
+    python -m bench.serve.load --engines torch ctranslate2
 
 The server runs in its own process on a `small`-preset model (trained for a few steps on the
 reverse task, so the work is realistic in size, not in quality). Each client sends one
 segment of 8-16 symbols per request, greedy, and waits for the answer before the next.
-Records errors, p50/p99 latency and segments/s with dynamic batching on and off
-(bench/records/serve/serving-<date>.json).
+Records errors, p50/p99 latency and segments/s with dynamic batching on and off, on each of
+--engines (`serve --engine`; default torch only), in bench/records/serve/serving-<date>.json.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ def free_port() -> int:
 
 
 def start_server(
-    run: Path, port: int, batching: bool, threads: int, env: dict[str, str] | None = None
+    run: Path,
+    port: int,
+    batching: bool,
+    threads: int,
+    env: dict[str, str] | None = None,
+    engine: str = "torch",
 ) -> subprocess.Popen:
     """`transduce serve` in its own process, once it answers /health; `env` can point it at
     another source tree (PYTHONPATH) to compare versions."""
@@ -70,6 +76,8 @@ def start_server(
         str(port),
         "--threads",
         str(threads),
+        "--engine",
+        engine,
     ]
     if not batching:
         cmd.append("--no-batching")
@@ -103,9 +111,9 @@ async def client(url: str, seconds: float, seed: int, latencies: list[float], er
             latencies.append(time.monotonic() - begin)
 
 
-def measure(run: Path, batching: bool, clients: int, seconds: float, threads: int) -> dict:
+def measure(run: Path, batching: bool, clients: int, seconds: float, threads: int, engine: str) -> dict:
     port = free_port()
-    proc = start_server(run, port, batching, threads)
+    proc = start_server(run, port, batching, threads, engine=engine)
     try:
         latencies: list[float] = []
         errors: list[str] = []
@@ -122,6 +130,7 @@ def measure(run: Path, batching: bool, clients: int, seconds: float, threads: in
         proc.wait(timeout=30)
     ordered = sorted(latencies)
     return {
+        "engine": engine,
         "batching": batching,
         "requests": len(latencies),
         "errors": len(errors),
@@ -137,7 +146,7 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
         "serving",
         title="Serving load test",
         command=f"python -m bench.serve.load --clients {args.clients} --seconds {args.seconds} "
-        f"--threads {args.threads}",
+        f"--threads {args.threads} --engines {' '.join(args.engines)}",
         host=host_line(args.threads),
         setup=(
             f"`transduce serve` with {args.threads} torch thread(s) on the `small` preset (d 256, 3+3 "
@@ -146,6 +155,7 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
         ),
         rows=[
             {
+                "engine": r["engine"],
                 "batching": r["batching"],
                 "requests": r["requests"],
                 "errors": r["errors"],
@@ -165,10 +175,17 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--engines", nargs="+", default=["torch"], choices=["torch", "ctranslate2"], help="serve --engine"
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     run = model_dir()
-    rows = [measure(run, batching, args.clients, args.seconds, args.threads) for batching in (True, False)]
+    rows = [
+        measure(run, batching, args.clients, args.seconds, args.threads, engine)
+        for engine in args.engines
+        for batching in (True, False)
+    ]
     for r in rows:
         print(r)
     write_results(rows, args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from .turns import DecodeThreads, Turns
 T = TypeVar("T")
 POLL_S = 0.1  # how often a waiting request checks for its client gone or its time up
 CALLS_AT_ONCE = 4  # decode calls in progress at once, taking turns between steps (turns.py)
+BESIDE_AFTER_S = 0.5  # how long a small call in progress runs before another may start beside it
 
 
 class Overloaded(Exception):
@@ -46,8 +48,13 @@ class Batcher:
     options, one segment per request per round, starting with the request whose turn it is; a
     request has at most one call in progress. Up to CALLS_AT_ONCE calls are in progress at once,
     each on its own thread, taking turns on the model between decoding steps (turns.py), so a
-    request arriving behind a large one is decoded beside it at once instead of waiting for the
-    call in progress, whose single segments can take seconds. A request served by a call goes
+    request arriving behind a long call is decoded beside it instead of waiting for it to end
+    (its single segments can take seconds). Another call starts beside those in progress only
+    once each is large (half of max_batch_tokens) or has run BESIDE_AFTER_S: under a steady
+    load of small requests, those arriving while a small call is young wait and go into one
+    call together, as one call's steps cost about what several calls' steps cost each (a
+    server with 16 clients that started a call for each group of arrivals made half the
+    segments a second). A request served by a call goes
     to the back of the line when it ends. A failed call is retried per request, so only a
     failing request fails.
     """
@@ -58,7 +65,7 @@ class Batcher:
         self.changed = asyncio.Event()
         self.threads = DecodeThreads(CALLS_AT_ONCE)
         self.turns = Turns()
-        self.running: set[asyncio.Task[None]] = set()  # calls in progress
+        self.running: dict[asyncio.Task[None], tuple[float, int]] = {}  # calls in progress: start, work
         self.batches = 0  # decode calls made, for tests and /info
         self.segments = 0  # segments decoded
         self.dropped = 0  # requests given up (client gone, time up) with work left
@@ -99,7 +106,8 @@ class Batcher:
                 for job, _ in batch:
                     job.busy = True
                 call = asyncio.create_task(self._call(batch))
-                self.running.add(call)
+                work = sum(job.work(i) for job, taken in batch for i in taken)
+                self.running[call] = (time.monotonic(), work)
         finally:
             stop_hooks()
             for call in list(self.running):
@@ -123,7 +131,7 @@ class Batcher:
         try:
             await self._decode(batch)
         finally:
-            self.running.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             for job, _ in batch:
                 job.busy = False
             self._to_back([job for job, _ in batch])
@@ -137,7 +145,10 @@ class Batcher:
             self.changed.clear()
             wait = None
             head = next((job for job in self.line if not job.busy), None)
-            if head is not None and len(self.running) < CALLS_AT_ONCE:
+            beside = self._beside_in()
+            if head is not None and beside > 0:
+                wait = None if beside == math.inf else beside
+            elif head is not None:
                 wait = head.arrived + self.limits.max_wait_ms / 1000 - time.monotonic()
                 if (
                     not self.limits.batching
@@ -147,6 +158,15 @@ class Batcher:
                     return self._take(head)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), wait)
+
+    def _beside_in(self) -> float:
+        """Seconds until a call may start: 0 with no call in progress or once each is large or
+        has run BESIDE_AFTER_S; inf while CALLS_AT_ONCE are."""
+        if len(self.running) >= CALLS_AT_ONCE:
+            return math.inf
+        large = self.limits.max_batch_tokens / 2
+        small = [began for began, work in self.running.values() if work < large]
+        return max(0.0, max(small, default=-math.inf) + BESIDE_AFTER_S - time.monotonic())
 
     def _like(self, head: Job) -> list[Job]:
         """The requests that may share a call with `head`: same options, no call in progress."""
