@@ -231,7 +231,8 @@ def measure(pairs: int, workers: int, vocab: int) -> dict:
         "pairs_per_s": round(kept / run["wall_s"]),
         "encoding_pairs_per_s": round(kept / phases["encoding"]),
         "peak_mb_all_processes": round(run["peak_rss_all_processes_mb"]),
-        "peak_mb_largest_process": round(max(run["max_rss_self_mb"], run["max_rss_workers_mb"])),
+        "peak_mb_main_process": round(run["max_rss_self_mb"]),
+        "peak_mb_largest_worker": round(run["max_rss_workers_mb"]) if workers > 1 else None,
         "floor_pairs_per_s": round(floor_rate),
         "floor_cpu_s": round(floor["encode_cpu_s"], 2),
         "encoding_vs_floor": round(kept / phases["encoding"] / floor_rate, 3),
@@ -277,8 +278,9 @@ def main() -> None:
         f"--workers {' '.join(map(str, args.workers))} --vocab-size {args.vocab_size}",
         host=f"{host_line()}, load average {load[0]:.1f} at the start",
         setup=f"transduce prepare (--vocab-size {args.vocab_size}) on synthetic corpora, each run a "
-        "child process; peak memory summed over its processes (sampled) and of the largest one "
-        "(getrusage); the floor is sentencepiece's encoder alone over the same training files.",
+        "child process; peak memory summed over its processes (sampled), of the main process and "
+        "of the largest worker (getrusage; a worker's counts its parent's pages when it starts); the floor "
+        "is sentencepiece's encoder alone over the same training files.",
         rows=rows,
         compared=compared(rows),
     )
