@@ -24,19 +24,19 @@ def test_the_page_fits_in_its_limit():
 def test_a_newer_record_of_a_claim_replaces_the_older_on_the_page(tmp_path):
     records = tmp_path / "records"
     shutil.copytree(RECORDS, records)
-    old = newest(records, "decode", "quantize")
+    old = newest(records, "decode", "int8-width")
     new = json.loads(json.dumps(old))
     new["date"] = "2099-01-01"
-    new["command"] = "python -m bench.decode.quantize_cost --run elsewhere"
+    new["command"] = "python -m bench.decode.int8_width --presets elsewhere"
     for row in new["rows"]:
-        row["bleu"] = 12.34
-    (records / "decode" / "quantize-2099-01-01.json").write_text(json.dumps(new), encoding="utf-8")
+        row["vs_float32"] = 9.87
+    (records / "decode" / "int8-width-2099-01-01.json").write_text(json.dumps(new), encoding="utf-8")
     page = render(records)
-    section = page.split("## What int8 costs", 1)[1].split("\n## ", 1)[0]
-    assert "| dev | float32 | 12.34 |" in section
-    assert f"| dev | float32 | {old['rows'][0]['bleu']} |" not in section
-    assert "2099-01-01" in section and "--run elsewhere" in section
-    assert newest(records, "decode", "quantize")["date"] == "2099-01-01"
+    section = page.split("## int8 by model width", 1)[1].split("\n## ", 1)[0]
+    assert "| small-fast | 128 | 9.87x | 9.87x | 9.87x | 9.87x |" in section
+    assert "2099-01-01" in section and "--presets elsewhere" in section
+    assert old["date"] not in section
+    assert newest(records, "decode", "int8-width")["date"] == "2099-01-01"
 
 
 def test_claims_whose_names_share_a_prefix_are_kept_apart():
