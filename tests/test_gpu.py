@@ -112,16 +112,24 @@ def test_fp16_overflow_skips_the_update_and_lowers_the_scale(tmp_path):
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
 
+def straight_and_resumed(tmp_path, *overrides: str) -> tuple[Trainer, Trainer]:
+    """Two runs of the tiny config with `overrides`, fitted: 8 steps straight (in a/), and 4
+    steps then resumed to 8 (in b/)."""
+    straight = Trainer(tiny_config("train.steps=8", *overrides), tmp_path / "a", show_progress=False)
+    straight.fit()
+    Trainer(tiny_config("train.steps=4", *overrides), tmp_path / "b", show_progress=False).fit()
+    resumed = Trainer(tiny_config("train.steps=8", *overrides), tmp_path / "b", show_progress=False)
+    resumed.fit(resume=True)
+    return straight, resumed
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_resume_is_exact(tmp_path, precision):
     """With dropout (the device's random generator) and each precision's state (fp16's scale)."""
-    common = ("model.dropout=0.1", f"train.precision={precision}", "train.save_every=4")
-    straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
+    straight, resumed = straight_and_resumed(
+        tmp_path, "model.dropout=0.1", f"train.precision={precision}", "train.save_every=4"
+    )
     assert straight.optimizer.defaults["fused"]  # resumes fused state (fused on the CPU too: issue 47)
-    straight.fit()
-    Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
-    resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)
-    resumed.fit(resume=True)
     a, b = straight.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -151,11 +159,7 @@ def test_bf16_master_weights_track_fp32_and_resume_exactly(tmp_path):
     assert first["master"].loss == pytest.approx(first["fp32"].loss, rel=2e-2)
     assert first["master"].loss != first["fp32"].loss
     common = ("model.dropout=0.1", "train.precision=bf16", "train.master_weights=true", "train.save_every=4")
-    straight = Trainer(tiny_config("train.steps=8", *common), tmp_path / "a", show_progress=False)
-    straight.fit()
-    Trainer(tiny_config("train.steps=4", *common), tmp_path / "b", show_progress=False).fit()
-    resumed = Trainer(tiny_config("train.steps=8", *common), tmp_path / "b", show_progress=False)
-    resumed.fit(resume=True)
+    straight, resumed = straight_and_resumed(tmp_path, *common)
     a, b = straight.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
