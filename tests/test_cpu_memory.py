@@ -54,3 +54,35 @@ def test_a_freed_large_block_stays_in_the_heap() -> None:
     assert retained["retained"] is True
     assert retained["mmapped"] == 0  # ... with the setting it comes from the heap
     assert retained["free_after"] >= 24 * 2**20  # and stays there, free for the next step's buffer
+
+
+RELEASE_PROBE = """
+import ctypes, json
+from transduce.cpu_memory import release_freed_memory
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+blocks = [libc.malloc(100_000) for _ in range(2000)]  # 200 MB below the mmap threshold: the heap
+for b in blocks:
+    ctypes.memset(b, 1, 100_000)
+for b in blocks[:-1]:  # the last one pins the heap's top: nothing is trimmed by free() itself
+    libc.free(b)
+held = rss_mb()
+released = release_freed_memory()
+print(json.dumps({"held": held, "after": rss_mb(), "released": released}))
+"""
+
+
+@pytest.mark.skipif(not glibc_with_mallinfo2(), reason="needs glibc")
+def test_release_hands_freed_heap_pages_back() -> None:
+    out = subprocess.run([sys.executable, "-c", RELEASE_PROBE], capture_output=True, text=True, check=True)
+    found = json.loads(out.stdout)
+    assert found["released"] is True
+    assert found["held"] - found["after"] >= 150  # MB: the freed blocks below the pinned top

@@ -132,6 +132,12 @@ def test_sample_keys_are_splitmix64():
         assert sample_keys(numbers, seed).tolist() == [_splitmix64(seed, int(n)) for n in numbers]
 
 
+def _payloads(numbers: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Each line number written out as its payload, in one byte string, and where each ends."""
+    items = [str(int(n)).encode() for n in numbers]
+    return b"".join(items), np.cumsum([len(p) for p in items], dtype=np.int64)
+
+
 def test_bottom_k_is_the_smallest_keys_however_the_stream_is_cut():
     rng = np.random.default_rng(0)
     numbers = np.sort(rng.choice(100_000, 5000, replace=False))  # kept lines: some skipped
@@ -143,12 +149,33 @@ def test_bottom_k_is_the_smallest_keys_however_the_stream_is_cut():
         end = start + int(rng.integers(1, 400))
         k, n = keys[start:end], numbers[start:end]
         picked = k <= sample.threshold
-        sample.offer(k[picked], n[picked], [(int(x),) for x in n[picked]])
+        sample.offer(k[picked], n[picked], *_payloads(n[picked]))
         start = end
-    assert [p[0] for p in sample.take()] == expected
+    taken = sample.take()
+    assert [int(p) for p in taken] == expected
+    assert [int(p) for p in taken] == expected  # read twice, the same
     small = BottomK(10_000)
-    small.offer(keys, numbers, [(int(x),) for x in numbers])
-    assert [p[0] for p in small.take()] == numbers.tolist()  # all of a short stream, in order
+    small.offer(keys, numbers, *_payloads(numbers))
+    assert [int(p) for p in small.take()] == numbers.tolist()  # all of a short stream, in order
+
+
+def test_bottom_k_payloads_survive_compactions_whatever_their_length():
+    """Payloads of any length (none included) come back whole from offers compacted many times."""
+    rng = np.random.default_rng(1)
+    numbers = np.arange(3000)
+    keys = sample_keys(numbers, 5)
+    texts = ["é" * int(rng.integers(0, 30)) + str(n) if n % 7 else "" for n in numbers]
+    sample = BottomK(100)
+    for start in range(0, 3000, 50):
+        items = [texts[i].encode() for i in range(start, start + 50)]
+        sample.offer(
+            keys[start : start + 50],
+            numbers[start : start + 50],
+            b"".join(items),
+            np.cumsum([len(p) for p in items]),
+        )
+    chosen = sorted(numbers[np.argsort(keys)[:100]].tolist())
+    assert [p.decode() for p in sample.take()] == [texts[n] for n in chosen]
 
 
 def test_the_vocabulary_is_learned_from_the_sample(tmp_path, monkeypatch):

@@ -7,6 +7,9 @@ same size is fresh memory that page-faults on first touch: 15-20% of beam search
 this machine's VM (bench/RESULTS.md). Raising the thresholds keeps those pages in the process
 (PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; this
 needs no preloaded library). The cost: the process keeps its peak heap instead of shrinking.
+
+The opposite, for work that frees much at once and then needs memory of another kind (prepare's
+vocabulary sample, then sentencepiece's training): hand the freed pages back now.
 """
 
 from __future__ import annotations
@@ -24,15 +27,34 @@ TRIM_THRESHOLD = 2**30  # free heap top kept up to 1 GiB before it is returned
 TOP_PAD = 64 * 2**20  # extra heap requested per growth (address space; pages are touched on use)
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The C library, where it is glibc (whose malloc these functions tune)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt, libc.malloc_trim  # noqa: B018 (both must be there)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def retain_freed_memory() -> bool:
     """Set glibc's malloc to reuse freed memory instead of returning it to the kernel; False
     (nothing changed) where the C library is not glibc."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    libc = _glibc()
+    if libc is None:
         return False
     settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD))
-    return all(mallopt(param, value) == 1 for param, value in settings)
+    return all(libc.mallopt(param, value) == 1 for param, value in settings)
+
+
+def release_freed_memory() -> bool:
+    """Return the free pages inside the heap to the kernel now (glibc's malloc_trim): blocks of
+    a few MB freed among live ones leave holes that glibc keeps, so a process's resident memory
+    stays at its high-water mark; False where the C library is not glibc."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True

@@ -100,7 +100,8 @@ class Scanned:
     tags: list[set[str]] = field(default_factory=list)  # per factor
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     numbers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    pairs: list[tuple[str, str]] = field(default_factory=list)  # the candidates for the sample
+    pairs: bytes = b""  # the candidates for the sample: "source\ntarget" in UTF-8, one after another
+    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # where each ends
 
 
 @dataclass
@@ -124,7 +125,8 @@ class ScanChunk(_Chunk):
             keys = sample_keys(numbers, self.seed)
             picked = np.flatnonzero(keys <= job.threshold)
             out.keys, out.numbers = keys[picked], numbers[picked]
-            out.pairs = [(texts[i], clean.tgt[i]) for i in picked]
+            pairs = [f"{texts[i]}\n{clean.tgt[i]}".encode() for i in picked]
+            out.pairs, out.ends = b"".join(pairs), np.cumsum([len(p) for p in pairs], dtype=np.int64)
         return out
 
 

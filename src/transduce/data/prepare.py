@@ -21,6 +21,7 @@ from rich.progress import Progress
 
 from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
 from ..config import load_config
+from ..cpu_memory import release_freed_memory
 from ..display import cleared_on_error
 from ..fileio import atomic_directory, check_output_dir
 from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
@@ -36,7 +37,7 @@ from .dataset import (
     write_dataset,
 )
 from .pool import available_cores, ordered_map
-from .sampling import ALL, BottomK
+from .sampling import ALL, BottomK, Sampled
 from .source import SourceFormat, read_word_trees
 from .trees import linearise, read_treebank
 from .vocab import (
@@ -238,7 +239,7 @@ def _scan(run: _Run, files: SplitFiles, sample: BottomK | None) -> _Scan:
         for mine, more in zip(out.tags, found.tags, strict=True):
             mine |= more
         if sample is not None:
-            sample.offer(found.keys, found.numbers, found.pairs)
+            sample.offer(found.keys, found.numbers, found.pairs, found.ends)
         run.progress.advance(task, found.stats.pairs)
     return out
 
@@ -261,30 +262,31 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
         return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, tags)
     learn = run.progress.add_task("learning BPE vocabulary", total=None)
     pairs = source.take()
-    src_lines, tgt_lines = [p[0] for p in pairs], [p[1] for p in pairs]
-    del pairs
-    sampled = len(src_lines) if len(src_lines) < scans["train"].stats.pairs else None
+    release_freed_memory()  # the scan's freed chunks, before sentencepiece's copy of the sample
+    count = len(pairs)
+    sampled = count if count < scans["train"].stats.pairs else None
     symbols = (
         sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
     )
-    size, count = opts.vocab_size or DEFAULT_VOCAB_SIZE, len(src_lines)
+    size = opts.vocab_size or DEFAULT_VOCAB_SIZE
     if opts.shared_vocab:
-        lines = chain(_drain(src_lines), _drain(tgt_lines))
+        lines = chain(_side(pairs, 0), _side(pairs, 1))
         src = tgt = SentencePieceVocab.train(lines, size, max(SPM_SENTENCES, 2 * count), symbols=symbols)
     else:
         sentences = max(SPM_SENTENCES, count)
-        src = SentencePieceVocab.train(_drain(src_lines), size, sentences, symbols=symbols)
-        tgt = SentencePieceVocab.train(_drain(tgt_lines), size, sentences)
+        src = SentencePieceVocab.train(_side(pairs, 0), size, sentences, symbols=symbols)
+        tgt = SentencePieceVocab.train(_side(pairs, 1), size, sentences)
+    del pairs
+    release_freed_memory()  # sentencepiece's working memory, before encoding
     run.progress.update(learn, total=1, completed=1)
     return _Vocabs(src, tgt, bool(opts.shared_vocab), tags, sampled)
 
 
-def _drain(lines: list[str]) -> Iterator[str]:
-    """The lines, each let go of as it is handed over: sentencepiece keeps its own copy, so the
-    sample is not held twice while the vocabulary is learned."""
-    for i in range(len(lines)):
-        line, lines[i] = lines[i], ""
-        yield line
+def _side(pairs: Sampled, side: int) -> Iterator[str]:
+    """The sampled pairs' sources (0) or targets (1), decoded one at a time: sentencepiece keeps
+    its own copy, and the sample stays in its compact form."""
+    for pair in pairs:
+        yield pair.split(b"\n", 1)[side].decode()
 
 
 def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pairs: int) -> dict:
