@@ -11,11 +11,12 @@ side like the l10n corpus), built once into bench/out/prepare-scale/. fairseq-pr
 other reference, does not install (the fairseq 0.12.2 sdist fails to build its metadata on
 Python 3.11 and has no wheel), so the floor is sentencepiece alone.
 
-Each run is a child process; its peak memory is measured two ways: the largest single
-process (getrusage, exact) and the sum over the process and its workers (sampled from /proc
-every 0.1 s). Wall times are what the targets are about; CPU seconds (all processes) are
-recorded too, as they say more than wall times on a machine that others share. Writes
-bench/records/data/prepare-scale-<date>.json.
+Each run is a child process; its peak memory is measured two ways: per process, the main one's
+and the largest worker's (each its VmHWM, the kernel's high-water mark since it started; not
+getrusage, whose maximum counts the parent's pages in a child started by vfork and exec), and
+the sum over the process and its workers (sampled from /proc every 0.1 s). Wall times are what
+the targets are about; CPU seconds (all processes) are recorded too, as they say more than wall
+times on a machine that others share. Writes bench/records/data/prepare-scale-<date>.json.
 """
 
 from __future__ import annotations
@@ -127,9 +128,9 @@ wall = time.perf_counter() - began
 pairs = report["splits"]["train"]["pairs"]
 cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     for f in ("ru_utime", "ru_stime"))
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"wall_s": wall, "cpu_s": cpu, "phases_s": report["seconds"], "train_pairs": pairs,
-    "max_rss_self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "max_rss_workers_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+    "max_rss_self_mb": hwm / 1024}))
 """
 
 CHILD_FLOOR = """
@@ -156,8 +157,10 @@ print(json.dumps({"read_s": read, "encode_s": encode, "encode_cpu_s": cpu, "line
 """
 
 
-def _tree_rss_mb(root: int) -> float:
-    """Resident memory of a process and all its descendants, from /proc."""
+def _tree_memory_mb(root: int) -> tuple[float, dict[int, float]]:
+    """Resident memory of a process and all its descendants, from /proc, and each descendant's
+    peak so far (VmHWM: its own since it started, unlike getrusage's, which counts the parent's
+    pages in a child started by vfork and exec)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -171,15 +174,17 @@ def _tree_rss_mb(root: int) -> float:
         more = {p for p, parent in parents.items() if parent in family} - family
         family |= more
         grew = bool(more)
-    total = 0
+    total, peaks = 0.0, {}
     for pid in family:
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            status = dict(line.split(":", 1) for line in lines if ":" in line)
+            total += int(status["VmRSS"].split()[0]) / 1024
+            if pid != root:
+                peaks[pid] = int(status["VmHWM"].split()[0]) / 1024
+        except (OSError, KeyError, ValueError):
             continue
-    return total / 1024
+    return total, peaks
 
 
 def run_child(code: str, *args: str) -> dict:
@@ -189,22 +194,27 @@ def run_child(code: str, *args: str) -> dict:
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True, env=env)
-    peak = 0.0
+    peak, workers = 0.0, 0.0
     while child.poll() is None:
-        peak = max(peak, _tree_rss_mb(child.pid))
+        total, peaks = _tree_memory_mb(child.pid)
+        peak, workers = max(peak, total), max([workers, *peaks.values()])
         time.sleep(0.1)
     output = child.stdout.read() if child.stdout else ""
     if child.returncode != 0:
         raise SystemExit(f"child failed ({child.returncode}): {output[-2000:]}")
     result = json.loads(output.strip().splitlines()[-1])
     result["peak_rss_all_processes_mb"] = peak
+    result["max_rss_workers_mb"] = workers
     return result
 
 
 def arrays_digest(folder: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(folder.glob("*.npy")) + sorted(folder.glob("*.spm")):
-        h.update(path.name.encode() + path.read_bytes())
+        h.update(path.name.encode())
+        with path.open("rb") as f:  # in blocks: this process's memory is what its children inherit
+            while block := f.read(1 << 24):
+                h.update(block)
     return h.hexdigest()
 
 
@@ -279,7 +289,7 @@ def main() -> None:
         host=f"{host_line()}, load average {load[0]:.1f} at the start",
         setup=f"transduce prepare (--vocab-size {args.vocab_size}) on synthetic corpora, each run a "
         "child process; peak memory summed over its processes (sampled), of the main process and "
-        "of the largest worker (getrusage; a worker's counts its parent's pages when it starts); the floor "
+        "of the largest worker (each its own VmHWM from /proc); the floor "
         "is sentencepiece's encoder alone over the same training files.",
         rows=rows,
         compared=compared(rows),
