@@ -256,9 +256,11 @@ def collate(split: Split, indices: list[int], joined: bool = False, multiple: in
 
 
 def batch_shape(split: Split, indices: list[int], joined: bool, multiple: int) -> tuple[int, int, int]:
-    """(rows, source width, target width) of `collate`'s batch, from the lengths alone."""
+    """(rows, source width, target width) of `collate`'s batch, from the lengths alone (the
+    batch's own, from the offsets: an epoch's shapes are counted batch by batch)."""
     chosen = np.asarray(indices, dtype=np.int64)
-    src, tgt = split.src_lengths[chosen], split.tgt_lengths[chosen]
+    src = split.src_offsets[chosen + 1] - split.src_offsets[chosen]
+    tgt = split.tgt_offsets[chosen + 1] - split.tgt_offsets[chosen]
     if joined:
         tgt = src + tgt
     return (
