@@ -7,7 +7,7 @@ from transduce.config import DataConfig
 from transduce.data import dataset as dataset_mod
 from transduce.data.batching import (
     BatchSampler,
-    batch_shape,
+    batch_shapes,
     collate,
     encode_sources,
     encode_targets,
@@ -268,10 +268,10 @@ def test_sampler_with_nothing_that_fits_fails_instead_of_looping():
         next(iter(sampler))
 
 
-def test_a_batch_shape_reads_only_its_own_lengths(monkeypatch):
-    """The trainer counts an epoch's shapes batch by batch: each must cost its batch, not the
-    split (the whole split's lengths per batch took minutes at 5M pairs). The widths agree with
-    the padded lengths computed the plain way."""
+def test_batch_shapes_read_only_their_own_rows_and_match_the_plain_computation(monkeypatch):
+    """The trainer counts an epoch's shapes as it starts: they must cost the batches, not the
+    split once per batch (that took minutes at 5M pairs). Each batch's widths against the padded
+    lengths computed the plain way, batch by batch."""
     rng = np.random.default_rng(0)
     lines = [rng.integers(4, 50, rng.integers(1, 30)).tolist() for _ in range(200)]
     targets = [rng.integers(4, 50, rng.integers(1, 30)).tolist() for _ in range(200)]
@@ -283,10 +283,44 @@ def test_a_batch_shape_reads_only_its_own_lengths(monkeypatch):
 
     monkeypatch.setattr(Split, "src_lengths", property(whole_split))
     monkeypatch.setattr(Split, "tgt_lengths", property(whole_split))
-    for indices in ([0], [3, 150, 7], list(range(200))):
-        for joined, multiple in ((False, 1), (True, 8)):
+    batches = [[0], [3, 150, 7], list(range(200)), [199, 5]]
+    for joined, multiple in ((False, 1), (True, 8)):
+        expected = []
+        for indices in batches:
             src, tgt = src_lengths[indices], tgt_lengths[indices] + (src_lengths[indices] if joined else 0)
-            rows, width, height = batch_shape(split, indices, joined, multiple)
-            assert rows == len(indices)
-            assert width == -(-(int(src.max()) + 1) // multiple) * multiple
-            assert height == -(-(int(tgt.max()) + 1) // multiple) * multiple
+            up = [-(-(int(side.max()) + 1) // multiple) * multiple for side in (src, tgt)]
+            expected.append((len(indices), *up))
+        assert batch_shapes(split, batches, joined, multiple) == expected
+    assert batch_shapes(split, [], False, 1) == []
+
+
+def _batches_one_by_one(lengths, max_tokens, seed, drop_long):
+    """The budget rule example by example, in the same order: the reference for make_batches."""
+    if seed is None:
+        order = np.argsort(lengths, kind="stable")
+    else:
+        order = np.lexsort((np.random.default_rng(seed).random(len(lengths)), lengths))
+    batches, current, longest, dropped = [], [], 0, 0
+    for i in order.tolist():
+        length = int(lengths[i])
+        if length > max_tokens and drop_long:
+            dropped += 1
+            continue
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    return batches + ([current] if current else []), dropped
+
+
+def test_batches_are_those_of_the_rule_applied_example_by_example():
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        lengths = rng.integers(1, int(rng.integers(2, 400)), int(rng.integers(0, 3000)))
+        budget = int(rng.integers(1, 2000))
+        seed = None if trial % 3 == 0 else trial
+        for drop_long in (True, False):
+            assert make_batches(lengths, budget, seed, drop_long) == _batches_one_by_one(
+                lengths, budget, seed, drop_long
+            )

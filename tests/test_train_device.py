@@ -287,7 +287,7 @@ def test_batches_padded_to_a_multiple_have_few_shapes_and_the_same_loss(tmp_path
             batch = objective.collate(split, indices, multiple)
             plain = objective.collate(split, indices)
             shape = (len(indices), batch.src.shape[1], batch.tgt_in.shape[1])
-            assert shape == objective.shape(split, indices, multiple)
+            assert shape == objective.shapes(split, [indices], multiple)[0]
             assert shape[1] % multiple == 0 and shape[2] % multiple == 0
             for padded, unpadded in ((batch.src, plain.src), (batch.tgt_out, plain.tgt_out)):
                 assert torch.equal(padded[:, : unpadded.shape[1]], unpadded)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..data.batching import Batch, batch_shape, collate, padded_lengths
+from ..data.batching import Batch, batch_shapes, collate, padded_lengths
 from ..data.dataset import Split
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..model.transformer import ModelOutput
@@ -43,9 +43,9 @@ class Objective:
         """A batch of this kind, each side padded to a multiple of `multiple` positions."""
         return collate(split, indices, self.joined, multiple)
 
-    def shape(self, split: Split, indices: list[int], multiple: int = 1) -> tuple[int, int, int]:
-        """(rows, source width, target width) of `collate`'s batch, without building it."""
-        return batch_shape(split, indices, self.joined, multiple)
+    def shapes(self, split: Split, batches: list[list[int]], multiple: int = 1) -> list[tuple[int, int, int]]:
+        """(rows, source width, target width) of `collate`'s batch for each batch, without building them."""
+        return batch_shapes(split, batches, self.joined, multiple)
 
 
 def _translate(net: nn.Module, batch: Batch) -> ModelOutput:

@@ -407,7 +407,7 @@ class Trainer:
         makes them few, for the plans cuDNN and cuBLAS keep per shape)."""
         s, self.shapes_epoch = self.settings, epoch
         batches = self.sampler.epoch_batches(epoch)
-        shapes = {self.objective.shape(self.train_split, b, s.pad_to_multiple) for b in batches}
+        shapes = set(self.objective.shapes(self.train_split, batches, s.pad_to_multiple))
         self._log(
             f"epoch {epoch}: {len(batches)} batches of {len(shapes)} distinct shapes (rows, source, "
             f"target positions; data.pad_to_multiple={s.pad_to_multiple})"
