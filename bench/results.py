@@ -555,8 +555,8 @@ def serving(records: Path) -> Lines:
     return [
         "## Serving",
         "",
-        "16 closed-loop clients against `transduce serve` (`small` preset, greedy, 1 thread), dynamic "
-        "batching on and off, on each engine (`--engine`):",
+        "16 closed-loop clients against `transduce serve` (`small` preset trained 300 updates on reverse, "
+        "greedy, 1 thread), dynamic batching on and off, on each engine (`--engine`):",
         "",
         *markdown_table(load["rows"], LOAD_COLUMNS, {"batching": lambda on: "on" if on else "off"}),
         *provenance(load, "serving"),
