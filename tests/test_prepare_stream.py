@@ -4,8 +4,11 @@ sample give the dataset the in-memory `prepare` gave, and bad input is still nam
 from __future__ import annotations
 
 import gzip
+import io
+import itertools
 import json
 import lzma
+import random
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,15 @@ from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
 from typer.testing import CliRunner
 
 from transduce.cli import app
-from transduce.data.corpus import CorpusError, LineRules, aligned_chunks, clean_chunk, read_lines
+from transduce.data.corpus import (
+    BOM,
+    CorpusError,
+    LineReader,
+    LineRules,
+    aligned_chunks,
+    clean_chunk,
+    read_lines,
+)
 from transduce.data.dataset import Split, join_appended
 from transduce.data.pool import WorkerError, ordered_map
 from transduce.data.prepare import PrepareOptions, prepare_text
@@ -329,3 +340,35 @@ def test_clean_chunks_keep_and_count_what_line_by_line_reading_did(tmp_path, see
     assert (kept_src, kept_tgt, numbers, tuple(counts)) == _reference(
         _lines(tmp_path / "a"), _lines(tmp_path / "b")
     )
+
+
+def _lines_one_by_one(data: bytes, n: int) -> list[tuple[bytes, int]]:
+    """The reference: the stream's lines one by one, n at a time, a leading mark dropped."""
+    stream, out, first = io.BytesIO(data), [], True
+    while True:
+        lines = list(itertools.islice(stream, n))
+        if first and lines:
+            lines[0] = lines[0].removeprefix(BOM)
+            if not lines[0]:
+                lines.pop(0)
+        first = False
+        if not lines:
+            return out
+        out.append((b"".join(lines), len(lines)))
+
+
+def test_line_blocks_are_the_lines_taken_one_by_one(monkeypatch):
+    """Blocks of n lines found by reading whole blocks equal the lines read one at a time, for
+    any block size (lines cut across reads), with or without a final newline or a mark."""
+    rng = random.Random(0)
+    for _ in range(2000):
+        count = rng.randint(0, 30)
+        lines = [bytes(rng.choice(b"ab\r\xc3\xa4 ") for _ in range(rng.randint(0, 6))) for _ in range(count)]
+        mark, end = BOM if rng.random() < 0.3 else b"", b"\n" if rng.random() < 0.5 else b""
+        data = mark + b"\n".join(lines) + end
+        n = rng.randint(1, 7)
+        monkeypatch.setattr(LineReader, "BLOCK", rng.choice([1, 2, 3, 5, 64, 1 << 22]))
+        reader, got = LineReader(Path("x"), io.BytesIO(data)), []
+        while (block := reader.take(n))[1]:
+            got.append(block)
+        assert got == _lines_one_by_one(data, n)

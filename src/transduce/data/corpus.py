@@ -28,9 +28,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
+
+import numpy as np
 
 COMPRESSIONS = (".gz", ".xz", ".zst")
 BOM = b"\xef\xbb\xbf"
@@ -188,31 +189,57 @@ def _read_errors() -> tuple[type[BaseException], ...]:
 
 
 class LineReader:
-    """The lines of a corpus file as bytes, each with its newline (the last may lack it), a
-    leading byte order mark dropped; a damaged compressed file is a CorpusError naming the file."""
+    """A corpus file's lines, taken n at a time as one block of bytes (newlines kept; the last
+    line may lack one), a leading byte order mark dropped; a damaged compressed file is a
+    CorpusError naming the file. Lines are found in blocks read whole, not one by one: the
+    process that reads hands chunks to the workers, and its reading was half its time."""
+
+    BLOCK = 1 << 22
 
     def __init__(self, path: Path, stream: BinaryIO) -> None:
         self.path = path
         self.stream = stream
         self.lines = 0  # lines taken so far
+        self._buffer = b""  # read, not yet taken
+        self._ends = np.zeros(0, dtype=np.int64)  # the buffer's newline positions
+        self._eof = False
 
-    def take(self, n: int) -> list[bytes]:
+    def take(self, n: int) -> tuple[bytes, int]:
+        """Up to n lines as one block, and how many it holds (fewer only at the end)."""
+        while len(self._ends) < n and not self._eof:
+            self._read()
+        if len(self._ends) >= n:
+            cut = int(self._ends[n - 1]) + 1
+            count = n
+        else:  # the end of the file: what is left, its last line perhaps without a newline
+            cut = len(self._buffer)
+            count = len(self._ends) + (cut > (int(self._ends[-1]) + 1 if len(self._ends) else 0))
+        block, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        self._ends = self._ends[min(count, len(self._ends)) :] - cut
+        self.lines += count
+        return block, count
+
+    def _read(self) -> None:
         try:
-            lines = list(islice(self.stream, n))
+            more = self.stream.read(self.BLOCK)
         except _read_errors() as exc:
             raise CorpusError(f"{self.path}: unreadable after line {self.lines} ({exc})") from None
-        if self.lines == 0 and lines:
-            lines[0] = lines[0].removeprefix(BOM)
-            if not lines[0]:  # the file held only the mark
-                lines.pop(0)
-        self.lines += len(lines)
-        return lines
+        if not more:
+            self._eof = True
+            return
+        if self.lines == 0 and not self._buffer and more.startswith(BOM[:1]):
+            while len(more) < len(BOM) and (extra := self.stream.read(len(BOM) - len(more))):
+                more += extra
+            more = more.removeprefix(BOM)
+        found = np.flatnonzero(np.frombuffer(more, dtype=np.uint8) == 10) + len(self._buffer)
+        self._buffer += more
+        self._ends = np.concatenate([self._ends, found])
 
     def count_rest(self) -> int:
         """Read the file to its end, counting its lines as `take` would have."""
         total = 0
-        while lines := self.take(1 << 16):
-            total += len(lines)
+        while count := self.take(1 << 16)[1]:
+            total += count
         return total
 
 
@@ -233,16 +260,16 @@ def aligned_chunks(src_path: Path, tgt_path: Path, lines: int) -> Iterator[RawCh
         src, tgt = (LineReader(p, stack.enter_context(open_corpus(p))) for p in (src_path, tgt_path))
         first = 1
         while True:
-            a, b = src.take(lines), tgt.take(lines)
-            if len(a) != len(b):
+            (a, got), (b, other) = src.take(lines), tgt.take(lines)
+            if got != other:
                 src_total, tgt_total = src.lines + src.count_rest(), tgt.lines + tgt.count_rest()
                 raise CorpusError(
                     f"line counts differ: {src_path} has {src_total} lines, {tgt_path} has {tgt_total}"
                 )
-            if not a:
+            if not got:
                 return
-            yield RawChunk(first, len(a), b"".join(a), b"".join(b))
-            first += len(a)
+            yield RawChunk(first, got, a, b)
+            first += got
 
 
 def decode_chunk(data: bytes, name: str, first: int) -> str:

@@ -90,11 +90,12 @@ class _Offer:
     ends: np.ndarray
 
     def survivors(self, kept: np.ndarray) -> _Offer:
-        view = memoryview(self.blob)
-        starts, ends = self.starts[kept], self.ends[kept]
-        blob = b"".join(view[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True))
-        new_ends = np.cumsum(ends - starts)
-        return _Offer(self.keys[kept], self.numbers[kept], blob, new_ends - (ends - starts), new_ends)
+        """The offer with only the `kept` items, their payloads copied into a blob of their own
+        (by a byte mask: payloads lie end to end, so each byte belongs to one item)."""
+        lengths = self.ends - self.starts
+        blob = np.frombuffer(self.blob, dtype=np.uint8)[np.repeat(kept, lengths)].tobytes()
+        new_ends = np.cumsum(lengths[kept])
+        return _Offer(self.keys[kept], self.numbers[kept], blob, new_ends - lengths[kept], new_ends)
 
 
 class Sampled:
