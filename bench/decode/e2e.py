@@ -268,21 +268,20 @@ def main() -> None:
 def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: LoadedModel) -> None:
     """The record of the rows, the targets' verdicts and every setting a reader needs to repeat them."""
 
-    def base_of(r: dict) -> dict:
+    def same_cell(r: dict, engine: str) -> dict:
+        """`engine`'s row for r's lines, search, weights, vocabulary and threads."""
         return next(
             x
             for x in rows
-            if x["engine"] == "transduce"
+            if x["engine"] == engine
             and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
         )
 
+    def base_of(r: dict) -> dict:
+        return same_cell(r, "transduce")
+
     def raw_of(r: dict) -> dict:
-        return next(
-            x
-            for x in rows
-            if x["engine"] == "CTranslate2"
-            and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
-        )
+        return same_cell(r, "CTranslate2")
 
     m, d = loaded.config.model, loaded.config.decode
     setup = (

@@ -277,7 +277,7 @@ def batch_shapes(
     if joined:
         tgt = src + tgt
     starts = np.cumsum(sizes) - sizes
-    widths = [-(-(np.maximum.reduceat(side, starts) + 1) // multiple) * multiple for side in (src, tgt)]
+    widths = [round_up(np.maximum.reduceat(side, starts) + 1, multiple) for side in (src, tgt)]
     return list(zip(sizes.tolist(), widths[0].tolist(), widths[1].tolist(), strict=True))
 
 

@@ -209,13 +209,12 @@ class LineReader:
         while len(self._ends) < n and not self._eof:
             self._read()
         if len(self._ends) >= n:
-            cut = int(self._ends[n - 1]) + 1
-            count = n
+            count, cut = n, int(self._ends[n - 1]) + 1
+            self._ends = self._ends[n:] - cut
         else:  # the end of the file: what is left, its last line perhaps without a newline
-            cut = len(self._buffer)
-            count = len(self._ends) + (cut > (int(self._ends[-1]) + 1 if len(self._ends) else 0))
+            count = len(self._ends) + (bool(self._buffer) and not self._buffer.endswith(b"\n"))
+            cut, self._ends = len(self._buffer), self._ends[:0]
         block, self._buffer = self._buffer[:cut], self._buffer[cut:]
-        self._ends = self._ends[min(count, len(self._ends)) :] - cut
         self.lines += count
         return block, count
 

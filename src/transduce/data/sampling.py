@@ -48,9 +48,8 @@ class BottomK:
         """Items keyed `keys`, item i's payload `blob[ends[i-1]:ends[i]]` (from 0 for the first);
         those above `threshold` may be left out by the caller beforehand."""
         ends = np.asarray(ends, dtype=np.int64)
-        starts = np.concatenate([np.zeros(1, dtype=np.int64), ends[:-1]])
         self._offers.append(
-            _Offer(np.asarray(keys, dtype=np.uint64), np.asarray(numbers, dtype=np.int64), blob, starts, ends)
+            _Offer(np.asarray(keys, dtype=np.uint64), np.asarray(numbers, dtype=np.int64), blob, ends)
         )
         self._count += len(ends)
         if self._count > self.size + self.size // 2:
@@ -58,8 +57,8 @@ class BottomK:
 
     def _compact(self) -> None:
         """Keep the `size` smallest, each offer's blob rewritten to its surviving payloads."""
-        keys = np.concatenate([o.keys for o in self._offers] or [np.zeros(0, dtype=np.uint64)])
-        numbers = np.concatenate([o.numbers for o in self._offers] or [np.zeros(0, dtype=np.int64)])
+        keys = _joined(self._offers, "keys", np.uint64)
+        numbers = _joined(self._offers, "numbers", np.int64)
         kept = np.zeros(len(keys), dtype=bool)
         kept[np.lexsort((numbers, keys))[: self.size]] = True
         offers, first = [], 0
@@ -81,34 +80,43 @@ class BottomK:
 
 @dataclass
 class _Offer:
-    """One offer's surviving items, their payloads in `blob` from `starts` to `ends`."""
+    """One offer's surviving items, their payloads end to end in `blob`, item i's ending at
+    `ends[i]` (and starting where item i - 1's ends)."""
 
     keys: np.ndarray
     numbers: np.ndarray
     blob: bytes
-    starts: np.ndarray
     ends: np.ndarray
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self.ends - self.lengths
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.ends, prepend=0)
 
     def survivors(self, kept: np.ndarray) -> _Offer:
         """The offer with only the `kept` items, their payloads copied into a blob of their own
-        (by a byte mask: payloads lie end to end, so each byte belongs to one item)."""
-        lengths = self.ends - self.starts
-        blob = np.frombuffer(self.blob, dtype=np.uint8)[np.repeat(kept, lengths)].tobytes()
-        new_ends = np.cumsum(lengths[kept])
-        return _Offer(self.keys[kept], self.numbers[kept], blob, new_ends - lengths[kept], new_ends)
+        (by a byte mask: each byte belongs to one item)."""
+        blob = np.frombuffer(self.blob, dtype=np.uint8)[np.repeat(kept, self.lengths)].tobytes()
+        return _Offer(self.keys[kept], self.numbers[kept], blob, np.cumsum(self.lengths[kept]))
+
+
+def _joined(offers: list[_Offer], field: str, dtype: type) -> np.ndarray:
+    """One of the offers' per-item arrays, all offers' end to end."""
+    return np.concatenate([getattr(o, field) for o in offers] or [np.zeros(0, dtype=dtype)])
 
 
 class Sampled:
     """A sample's payloads as bytes in the order of their line numbers, to be read once or more."""
 
     def __init__(self, offers: list[_Offer]) -> None:
-        def joined(field: str, dtype: type) -> np.ndarray:
-            return np.concatenate([getattr(o, field) for o in offers] or [np.zeros(0, dtype=dtype)])
-
         self._blobs = [o.blob for o in offers]
-        order = np.argsort(joined("numbers", np.int64), kind="stable")
+        order = np.argsort(_joined(offers, "numbers", np.int64), kind="stable")
         self._which = np.repeat(np.arange(len(offers)), [len(o.numbers) for o in offers])[order]
-        self._starts, self._ends = joined("starts", np.int64)[order], joined("ends", np.int64)[order]
+        self._starts = _joined(offers, "starts", np.int64)[order]
+        self._ends = _joined(offers, "ends", np.int64)[order]
 
     def __len__(self) -> int:
         return len(self._which)
