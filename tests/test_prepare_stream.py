@@ -19,11 +19,13 @@ from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
 from typer.testing import CliRunner
 
 from transduce.cli import app
+from transduce.data.chunks import pair_payloads
 from transduce.data.corpus import (
     BOM,
     CorpusError,
     LineReader,
     LineRules,
+    Span,
     aligned_chunks,
     clean_chunk,
     read_lines,
@@ -31,7 +33,7 @@ from transduce.data.corpus import (
 from transduce.data.dataset import Split, join_appended
 from transduce.data.pool import WorkerError, ordered_map
 from transduce.data.prepare import PrepareOptions, prepare_text
-from transduce.data.sampling import BottomK, sample_keys
+from transduce.data.sampling import BottomK, sample_keys, smallest
 from transduce.data.source import SourceAnnotation
 from transduce.data.vocab import SentencePieceVocab
 
@@ -143,10 +145,12 @@ def test_sample_keys_are_splitmix64():
         assert sample_keys(numbers, seed).tolist() == [_splitmix64(seed, int(n)) for n in numbers]
 
 
-def _payloads(numbers: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Each line number written out as its payload, in one byte string, and where each ends."""
+def _payloads(numbers: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Each line number written out as its payload, in one byte string with a "|" after each,
+    and where each starts and ends."""
     items = [str(int(n)).encode() for n in numbers]
-    return b"".join(items), np.cumsum([len(p) for p in items], dtype=np.int64)
+    ends = np.cumsum([len(p) + 1 for p in items], dtype=np.int64) - 1
+    return b"".join(p + b"|" for p in items), ends - [len(p) for p in items], ends
 
 
 def test_bottom_k_is_the_smallest_keys_however_the_stream_is_cut():
@@ -179,14 +183,47 @@ def test_bottom_k_payloads_survive_compactions_whatever_their_length():
     sample = BottomK(100)
     for start in range(0, 3000, 50):
         items = [texts[i].encode() for i in range(start, start + 50)]
-        sample.offer(
-            keys[start : start + 50],
-            numbers[start : start + 50],
-            b"".join(items),
-            np.cumsum([len(p) for p in items]),
-        )
+        ends = np.cumsum([len(p) for p in items])
+        starts = ends - [len(p) for p in items]
+        sample.offer(keys[start : start + 50], numbers[start : start + 50], b"".join(items), starts, ends)
     chosen = sorted(numbers[np.argsort(keys)[:100]].tolist())
     assert [p.decode() for p in sample.take()] == [texts[n] for n in chosen]
+
+
+def test_pair_payloads_are_the_pairs_encoded_one_by_one():
+    rng = np.random.default_rng(5)
+    src = ["ä" * int(rng.integers(0, 4)) + f"s{i}" for i in range(30)]
+    tgt = [f"t {i} é" for i in range(30)]
+    for picked in (np.arange(30), np.arange(0), np.array([0]), np.sort(rng.choice(30, 11, replace=False))):
+        blob, starts, ends = pair_payloads(src, tgt, picked)
+        got = [blob[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        assert got == [f"{src[i]}\n{tgt[i]}".encode() for i in picked]
+
+
+def test_smallest_is_a_sort_by_key_then_number():
+    """The partition's pick, ties at the cut included, against a full sort of (key, number)."""
+    rng = np.random.default_rng(2)
+    for size, distinct, k in [(1000, 5, 300), (1000, 1000, 999), (50, 3, 50), (20, 2, 7), (10, 1, 0)]:
+        keys = rng.integers(0, distinct, size).astype(np.uint64)
+        numbers = rng.permutation(size).astype(np.int64)
+        expected = np.zeros(size, dtype=bool)
+        expected[np.lexsort((numbers, keys))[:k]] = True
+        assert np.array_equal(smallest(keys, numbers, k), expected)
+
+
+def test_bottom_k_with_tied_keys_and_tight_payloads_at_the_end():
+    """Keys tied across offers are taken by line number, as a full sort would; what `take`
+    returns holds its payloads' bytes and nothing more, however many compactions left slack."""
+    rng = np.random.default_rng(3)
+    numbers = np.arange(4000)
+    keys = rng.integers(0, 50, 4000).astype(np.uint64)
+    sample = BottomK(500)
+    for start in range(0, 4000, 70):
+        k, n = keys[start : start + 70], numbers[start : start + 70]
+        sample.offer(k, n, *_payloads(n))
+    taken = sample.take()
+    assert [int(p) for p in taken] == sorted(numbers[np.lexsort((numbers, keys))[:500]].tolist())
+    assert sum(len(b) for b in taken._blobs) == sum(len(p) for p in taken)
 
 
 def test_the_vocabulary_is_learned_from_the_sample(tmp_path, monkeypatch):
@@ -371,4 +408,39 @@ def test_line_blocks_are_the_lines_taken_one_by_one(monkeypatch):
         reader, got = LineReader(Path("x"), io.BytesIO(data)), []
         while (block := reader.take(n))[1]:
             got.append(block)
+            assert data[reader.offset - len(block[0]) : reader.offset] == block[0]  # where it lies
         assert got == _lines_one_by_one(data, n)
+
+
+def test_line_blocks_of_a_large_file_are_the_lines_taken_one_by_one():
+    """Lines counted across the reader's 64 KB pieces and its 4 MB reads land where reading
+    line by line puts them, for chunk sizes from one line to more than a read holds."""
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(0, 200, 60_000)
+    data = b"".join(b"x" * int(k) + b"\n" for k in lengths) + b"last"
+    for n in (1, 999, 20_000, 70_000):
+        reader, got = LineReader(Path("x"), io.BytesIO(data)), []
+        while (block := reader.take(n))[1]:
+            got.append(block)
+        assert got == _lines_one_by_one(data, n)
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_chunks_as_spans_read_the_bytes_of_chunks_read_whole(tmp_path, monkeypatch, suffix):
+    """A chunk that says where its lines lie (an uncompressed file's) reads back the bytes of
+    the chunk that holds them, a byte order mark, CRs and a missing last newline included; a
+    compressed file's chunks hold their bytes."""
+    monkeypatch.setattr(LineReader, "BLOCK", 16)
+    src, tgt = (tmp_path / f"c.src{suffix}", tmp_path / f"c.tgt{suffix}")
+    src_data = BOM + b"".join(b"s%d \xc3\xa4\r\n" % i for i in range(40)).rstrip(b"\n")
+    tgt_data = b"".join(b"t" * (i % 5) + b"\n" for i in range(40))
+    for path, data in ((src, src_data), (tgt, tgt_data)):
+        path.write_bytes(gzip.compress(data) if suffix else data)
+    whole = [c.data() for c in aligned_chunks(src, tgt, 3)]
+    chunks = list(aligned_chunks(src, tgt, 3, spans=True))
+    assert [c.data() for c in chunks] == whole and len(whole) == 14
+    assert all(isinstance(c.src, Span) == (not suffix) for c in chunks)
+    if not suffix:
+        src.write_bytes(src_data[:50])  # cut short between the passes
+        with pytest.raises(CorpusError, match=r"c\.src: the file changed while it was being read"):
+            chunks[-1].data()

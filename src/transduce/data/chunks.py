@@ -101,7 +101,8 @@ class Scanned:
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     numbers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     pairs: bytes = b""  # the candidates for the sample: "source\ntarget" in UTF-8, one after another
-    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # where each ends
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # where each starts
+    ends: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # and ends
 
 
 @dataclass
@@ -125,9 +126,25 @@ class ScanChunk(_Chunk):
             keys = sample_keys(numbers, self.seed)
             picked = np.flatnonzero(keys <= job.threshold)
             out.keys, out.numbers = keys[picked], numbers[picked]
-            pairs = [f"{texts[i]}\n{clean.tgt[i]}".encode() for i in picked]
-            out.pairs, out.ends = b"".join(pairs), np.cumsum([len(p) for p in pairs], dtype=np.int64)
+            out.pairs, out.starts, out.ends = pair_payloads(texts, clean.tgt, picked)
         return out
+
+
+def pair_payloads(src: list[str], tgt: list[str], picked: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The picked pairs as "source\ntarget" in UTF-8, joined by newlines into one blob, and
+    where each starts and ends: one join, the payloads found by their newlines (lines hold
+    none); encoding pair by pair was a quarter of a scanning worker's time."""
+    if len(picked) == len(src):
+        sources, targets = src, tgt
+    else:
+        sources, targets = [src[i] for i in picked.tolist()], [tgt[i] for i in picked.tolist()]
+    if not sources:
+        return b"", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    parts = [""] * (2 * len(sources))
+    parts[0::2], parts[1::2] = sources, targets
+    blob = "\n".join(parts).encode()
+    between = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)[1::2]  # pair | pair
+    return blob, np.concatenate([[0], between + 1]), np.append(between, len(blob))
 
 
 @dataclass

@@ -214,7 +214,7 @@ class _Run:
         trees = self.trees.get(files.name)
         return (
             make_job(chunk, trees, sample.threshold if sample is not None else ALL)
-            for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines)
+            for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines, spans=self.workers > 1)
         )
 
 
@@ -239,7 +239,7 @@ def _scan(run: _Run, files: SplitFiles, sample: BottomK | None) -> _Scan:
         for mine, more in zip(out.tags, found.tags, strict=True):
             mine |= more
         if sample is not None:
-            sample.offer(found.keys, found.numbers, found.pairs, found.ends)
+            sample.offer(found.keys, found.numbers, found.pairs, found.starts, found.ends)
         run.progress.advance(task, found.stats.pairs)
     return out
 

@@ -35,8 +35,10 @@ class BottomK:
     bytes. Payloads live in a few large byte strings (one per offer, rewritten to its survivors
     at each compaction), not one Python object each: a million sampled pairs as objects took
     three times their text, and left the heap fragmented in proportion to the stream. Offers
-    between compactions can take up to half of `size` again, the price of not sorting at every
-    offer."""
+    between compactions can take up to half of `size` again, the price of not selecting at every
+    offer; a blob is rewritten only once less than half of it survives (copying every blob at
+    every compaction was a fifth of the scan's main process), so it holds at most twice its
+    survivors' bytes until `take` rewrites them all."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -44,28 +46,28 @@ class BottomK:
         self._offers: list[_Offer] = []
         self._count = 0
 
-    def offer(self, keys: np.ndarray, numbers: np.ndarray, blob: bytes, ends: np.ndarray) -> None:
-        """Items keyed `keys`, item i's payload `blob[ends[i-1]:ends[i]]` (from 0 for the first);
-        those above `threshold` may be left out by the caller beforehand."""
-        ends = np.asarray(ends, dtype=np.int64)
-        self._offers.append(
-            _Offer(np.asarray(keys, dtype=np.uint64), np.asarray(numbers, dtype=np.int64), blob, ends)
-        )
+    def offer(
+        self, keys: np.ndarray, numbers: np.ndarray, blob: bytes, starts: np.ndarray, ends: np.ndarray
+    ) -> None:
+        """Items keyed `keys`, item i's payload `blob[starts[i]:ends[i]]` (in order, apart); those
+        above `threshold` may be left out by the caller beforehand."""
+        keys, numbers = np.asarray(keys, dtype=np.uint64), np.asarray(numbers, dtype=np.int64)
+        starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        self._offers.append(_Offer(keys, numbers, blob, starts, ends))
         self._count += len(ends)
         if self._count > self.size + self.size // 2:
-            self._compact()
+            self._compact(tight=False)
 
-    def _compact(self) -> None:
-        """Keep the `size` smallest, each offer's blob rewritten to its surviving payloads."""
+    def _compact(self, tight: bool) -> None:
+        """Keep the `size` smallest; an offer's blob is rewritten to its surviving payloads when
+        `tight` or when less than half of it survives."""
         keys = _joined(self._offers, "keys", np.uint64)
-        numbers = _joined(self._offers, "numbers", np.int64)
-        kept = np.zeros(len(keys), dtype=bool)
-        kept[np.lexsort((numbers, keys))[: self.size]] = True
+        kept = smallest(keys, _joined(self._offers, "numbers", np.int64), self.size)
         offers, first = [], 0
         for offer in self._offers:
             last = first + len(offer.keys)
             if kept[first:last].any():
-                offers.append(offer.survivors(kept[first:last]))
+                offers.append(offer.survivors(kept[first:last], tight))
             first = last
         self._offers, self._count = offers, int(kept.sum())
         if self._count == self.size:
@@ -73,34 +75,51 @@ class BottomK:
 
     def take(self) -> Sampled:
         """The sampled payloads, in the order of their line numbers; the sampler is left empty."""
-        self._compact()
+        self._compact(tight=True)
         offers, self._offers, self._count = self._offers, [], 0
         return Sampled(offers)
 
 
+def smallest(keys: np.ndarray, numbers: np.ndarray, k: int) -> np.ndarray:
+    """A mask of the k items of smallest (key, number): a partition finds the k-th smallest key
+    (a full sort of a million and a half keys at every compaction was most of its time), and
+    items tied at it are taken in the order of their numbers."""
+    if len(keys) <= k:
+        return np.ones(len(keys), dtype=bool)
+    cut = keys[np.argpartition(keys, k - 1)[k - 1]]
+    kept = keys < cut
+    tied = np.flatnonzero(keys == cut)
+    kept[tied[np.argsort(numbers[tied], kind="stable")[: k - int(kept.sum())]]] = True
+    return kept
+
+
 @dataclass
 class _Offer:
-    """One offer's surviving items, their payloads end to end in `blob`, item i's ending at
-    `ends[i]` (and starting where item i - 1's ends)."""
+    """One offer's surviving items, item i's payload `blob[starts[i]:ends[i]]`."""
 
     keys: np.ndarray
     numbers: np.ndarray
     blob: bytes
+    starts: np.ndarray
     ends: np.ndarray
 
-    @property
-    def starts(self) -> np.ndarray:
-        return self.ends - self.lengths
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.ends, prepend=0)
-
-    def survivors(self, kept: np.ndarray) -> _Offer:
-        """The offer with only the `kept` items, their payloads copied into a blob of their own
-        (by a byte mask: each byte belongs to one item)."""
-        blob = np.frombuffer(self.blob, dtype=np.uint8)[np.repeat(kept, self.lengths)].tobytes()
-        return _Offer(self.keys[kept], self.numbers[kept], blob, np.cumsum(self.lengths[kept]))
+    def survivors(self, kept: np.ndarray, tight: bool) -> _Offer:
+        """The offer with only the `kept` items (at least one); their payloads are copied into a
+        blob of their own (by a byte mask: payloads lie in order, apart) when `tight` or when
+        they fill less than half of it, and left where they are otherwise."""
+        starts, ends = self.starts[kept], self.ends[kept]
+        lengths = ends - starts
+        size = int(lengths.sum())
+        if size == len(self.blob) or (not tight and 2 * size >= len(self.blob)):
+            return _Offer(self.keys[kept], self.numbers[kept], self.blob, starts, ends)
+        runs = np.empty(2 * len(starts) + 1, dtype=np.int64)  # gap, payload, gap, ..., the tail
+        runs[0:-1:2] = starts - np.concatenate([[0], ends[:-1]])
+        runs[1::2] = lengths
+        runs[-1] = len(self.blob) - ends[-1]
+        mask = np.repeat(np.arange(len(runs)) % 2 == 1, runs)
+        blob = np.frombuffer(self.blob, dtype=np.uint8)[mask].tobytes()
+        new_ends = np.cumsum(lengths)
+        return _Offer(self.keys[kept], self.numbers[kept], blob, new_ends - lengths, new_ends)
 
 
 def _joined(offers: list[_Offer], field: str, dtype: type) -> np.ndarray:
