@@ -75,8 +75,11 @@ def mt_quality(records: Path) -> Lines:
     grouped = compare.groups(compare.load(records / "mt-compare"))
     runs = [r for group in grouped.values() for r in group]
     cpus = sorted({r["machine"]["cpu"] for r in runs if r.get("machine")})
-    long_columns = {k: compare.COLUMNS[k] for k in ("system", "seeds", "bleu", "chrf", "updates", "tokens")}
-    short_columns = {k: v for k, v in compare.COLUMNS.items() if k not in ("budget", "tokens")}
+    long_keys = ("system", "seeds", "bleu", "chrf", "updates", "tokens", "params", "flops")
+    long_columns = {k: compare.COLUMNS[k] for k in long_keys}
+    short_columns = {
+        k: v for k, v in compare.COLUMNS.items() if k not in ("budget", "tokens", "params", "flops")
+    }
     return [
         "## Translation quality per CPU hour",
         "",

@@ -21,6 +21,8 @@ COLUMNS = {
     "dev_ppl": "dev ppl at the end",
     "updates": "updates",
     "tokens": "target tokens seen",
+    "params": "parameters",
+    "flops": "forward MFLOPs / target token",
     "last_change": "last change: BLEU vs without it",
 }
 
@@ -85,7 +87,20 @@ def rows(grouped: Groups, budget: float | None = None) -> list[dict]:
                 "dev_ppl": spread(ppl) if ppl else "-",
                 "updates": f"{statistics.fmean(r['updates'] for r in runs):,.0f}",
                 "tokens": f"{statistics.fmean(tokens) / 1e6:.1f}M" if tokens else "-",
+                **model_columns(runs[0]),
                 "last_change": change_effect(name, minutes, grouped),
             }
         )
     return table
+
+
+def model_columns(run: dict) -> dict[str, str]:
+    """Parameters and forward FLOPs per target token of ours (bench.mt.recipes records them,
+    FLOPs at 32 source and target tokens); '-' for the peers and for records written before."""
+    model = run.get("model")
+    if not model:
+        return {"params": "-", "flops": "-"}
+    return {
+        "params": f"{model['params'] / 1e6:.2f}M",
+        "flops": f"{model['forward_flops_per_token'] / 1e6:.1f}",
+    }

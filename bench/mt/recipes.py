@@ -12,8 +12,11 @@ the same with two changes (CHANGES lists them), so that an ablation is a list of
 differ by one change. `small-fast` is the preset of that name with 4,000 pieces (what the README
 recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes that each undo
 or vary one of its choices (postnorm, dropout0.1, ls0, lr2, lr4, warmup1000, batch4k, layers3,
-width192, vocab2k, vocab8k, avg5). The preset itself averages its last five checkpoints
-(train.average_last); the bench's `small-fast` scores its final weights instead
+width192, vocab2k, vocab8k, avg5), and the Universal Transformer at its budget (ut: one shared
+layer per stack at its depth of two; ut4: four steps; act4: ACT with at most four; issue 48),
+each record naming the model's parameters and forward FLOPs per target token. The preset itself
+averages its last five checkpoints (train.average_last); the bench's `small-fast` scores its
+final weights instead
 (train.average_last=null), so at 60 minutes `small-fast+avg5` is the preset as it ships. Each run is
 `transduce train` for --minutes of training time on --threads thread(s) (train.max_minutes:
 validations are not counted; their wall time is reported), with dev BLEU (greedy, the whole dev set)
@@ -49,7 +52,8 @@ from bench.data.l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from bench.data.l10n_corpus import build as build_corpus
 from bench.mt import compare
 from bench.records import BENCH, HOST_HELP, ROOT, cpu_name, host_probe, host_suffix, markdown_table
-from transduce.config import load_config
+from transduce.config import ModelConfig, load_config
+from transduce.cost import model_cost
 from transduce.data.corpus import read_lines
 from transduce.decode.pipeline import output_rows, translate_lines
 from transduce.fileio import write_text_atomic
@@ -123,7 +127,23 @@ CHANGES = {
     ),
     "vocab2k": Change((), vocab_size=2000, why="2,000 shared pieces: cheaper output layer, longer inputs"),
     "vocab8k": Change((), vocab_size=8000, why="8,000 shared pieces: shorter inputs, costlier output"),
+    # The Universal Transformer at the Transformer's budget (issue 48): one shared layer per stack.
+    "ut": Change(
+        ("model.arch=universal", "model.encoder_steps=2", "model.decoder_steps=2"),
+        why="a Universal Transformer: one shared layer per stack applied twice (small-fast's depth: "
+        "its FLOPs per token, fewer parameters)",
+    ),
+    "ut4": Change(
+        ("model.arch=universal", "model.encoder_steps=4", "model.decoder_steps=4"),
+        why="a Universal Transformer applying its shared layer four times: twice the FLOPs per token",
+    ),
+    "act4": Change(
+        ("model.arch=universal", "model.act=true", "model.encoder_steps=4", "model.decoder_steps=4"),
+        why="a Universal Transformer with ACT, at most four steps per position (tensor2tensor's "
+        "adaptive cap for two layers)",
+    ),
 }
+COST_LENGTHS = (32, 32)  # source and target tokens at which a record's FLOPs per token are counted
 
 
 @dataclass(frozen=True)
@@ -189,6 +209,17 @@ def train_command(chosen: Recipe, seed: int, args: argparse.Namespace, data: Pat
     ]
     load_config(chosen.preset, settings)  # a bad recipe fails here, not in the background
     return [sys.executable, "-m", "transduce", "train", chosen.preset, *settings, "--run-dir", str(run)]
+
+
+def model_size(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> dict:
+    """Parameters and forward FLOPs per target token (transduce.cost, at COST_LENGTHS; a model
+    with ACT at its step cap, an upper bound), for comparing architectures at equal time."""
+    report = model_cost(cfg, src_vocab, tgt_vocab, *COST_LENGTHS)
+    return {
+        "params": report.total_params,
+        "forward_flops_per_token": report.forward_flops,
+        "cost_lengths": list(COST_LENGTHS),
+    }
 
 
 def final_weights(run: Path, average: bool) -> Path:
@@ -274,6 +305,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace) -> Path:
         "load_average_15min_at_end": load,
         "updates": state["step"],
         "target_tokens": state.get("tokens"),
+        "model": model_size(loaded.config.model, len(loaded.src_vocab), len(loaded.tgt_vocab)),
         "test": {
             "lines": len(refs),
             "beam": loaded.config.decode.beam,
