@@ -9,7 +9,7 @@ each takes a disjoint share of every epoch's batches, and all ranks get the same
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -89,35 +89,69 @@ def padded_lengths(split: Split, joined: bool = False) -> np.ndarray:
 def make_batches(
     lengths: np.ndarray, max_tokens: int, seed: int | None, drop_long: bool = True
 ) -> tuple[list[list[int]], int]:
+    """`cut_batches`' batches as lists of example numbers (for decoding's few)."""
+    batches, dropped = cut_batches(lengths, max_tokens, seed, drop_long)
+    return [batch.tolist() for batch in batches], dropped
+
+
+def cut_batches(
+    lengths: np.ndarray, max_tokens: int, seed: int | None, drop_long: bool = True
+) -> tuple[list[np.ndarray], int]:
     """Length-sorted batches within the budget; returns (batches, examples too long to fit).
+    A batch is a view of one array of example numbers: an epoch of 50M pairs as Python lists
+    took 2.5 GB and half a minute to build. Lengths are sorted as the narrowest integers that
+    hold them (numpy sorts 8- and 16-bit keys by radix, three times as fast at 50M), ties broken
+    by a permutation (argsorting random floats for it took 15 s at 50M).
 
     `seed` breaks ties between equal lengths at random; None keeps input order among them.
     With `drop_long=False` an example longer than the budget gets a batch of its own
     (decoding must not lose a line) instead of being dropped and counted.
     """
     lengths = np.asarray(lengths, dtype=np.int64)
+    keys = lengths.astype(np.min_scalar_type(int(lengths.max()))) if len(lengths) else lengths
     if seed is None:
-        order = np.argsort(lengths, kind="stable")
-    else:  # by length, ties in random order: np.lexsort((random, lengths)), in two quicker sorts
-        shuffled = np.argsort(np.random.default_rng(seed).random(len(lengths)), kind="stable")
-        order = shuffled[np.argsort(lengths[shuffled], kind="stable")]
+        order = np.argsort(keys, kind="stable")
+    else:  # by length, ties in the order of a random permutation
+        shuffled = np.random.default_rng(seed).permutation(len(lengths))
+        order = shuffled[np.argsort(keys[shuffled], kind="stable")]
     ordered = lengths[order]
     fits = int(np.searchsorted(ordered, max_tokens, side="right"))  # sorted: the too long are last
-    batches: list[list[int]] = []
-    start = 0
-    while start < fits:
-        # In ascending order a batch's longest is its last: it grows while last x count fits.
-        width = min(fits - start, max_tokens // max(1, int(ordered[start])))
-        over = ordered[start : start + width] * np.arange(1, width + 1) > max_tokens
-        size = int(over.argmax()) if over.any() else width
-        batches.append(order[start : start + size].tolist())
-        start += size
+    batches = np.split(order[:fits], _batch_starts(ordered[:fits], max_tokens)[1:]) if fits else []
     if drop_long:
         return batches, len(order) - fits
-    return batches + [[i] for i in order[fits:].tolist()], 0
+    return batches + [order[i : i + 1] for i in range(fits, len(order))], 0
 
 
-def equalise(batches: list[list[int]], world: int) -> list[list[int]]:
+def _batch_starts(ordered: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Where each batch starts in ascending lengths that each fit the budget. A batch's longest
+    is its last, so it grows while last x count fits: through examples of one length v in full
+    batches of max_tokens // v, and from a partial one on into longer lengths while they fit.
+    Taken a run of equal lengths at a time, not a batch at a time (427k batches at 50M pairs:
+    half a minute)."""
+    firsts = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1])  # of each run
+    caps = (max_tokens // np.maximum(ordered[firsts], 1)).tolist()
+    bounds = np.append(firsts, len(ordered)).tolist()
+    starts: list[np.ndarray] = []
+    start, run = 0, 0
+    while start < len(ordered):
+        while bounds[run + 1] <= start:
+            run += 1
+        full = (bounds[run + 1] - start) // caps[run]
+        starts.append(np.arange(start, start + full * caps[run], caps[run]))
+        start += full * caps[run]
+        if start == bounds[run + 1]:
+            continue
+        end, later = bounds[run + 1], run + 1  # the rest of this run fits: on into longer ones
+        while later < len(caps) and (reach := min(bounds[later + 1], start + caps[later])) > bounds[later]:
+            end, later = reach, later + 1
+            if reach < bounds[later]:
+                break
+        starts.append(np.array([start]))
+        start = end
+    return np.concatenate(starts)
+
+
+def equalise(batches: list[np.ndarray], world: int) -> list[np.ndarray]:
     """Split the largest batches until the count divides by `world` (no example lost or copied)."""
     batches = list(batches)
     while len(batches) % world:
@@ -129,7 +163,7 @@ def equalise(batches: list[list[int]], world: int) -> list[list[int]]:
     return batches
 
 
-def padding_efficiency(batches: list[list[int]], lengths: np.ndarray) -> float:
+def padding_efficiency(batches: Sequence[Sequence[int]], lengths: np.ndarray) -> float:
     """Real tokens over padded tokens (1.0 = no padding)."""
     real = sum(int(lengths[b].sum()) for b in batches)
     padded = sum(len(b) * int(lengths[b].max()) for b in batches)
@@ -153,17 +187,17 @@ class BatchSampler:
         self.rank, self.world, self.shuffle, self.accumulate = rank, world, shuffle, accumulate
         self.epoch, self.position = 0, 0
         self.dropped = 0
-        self._built: tuple[int, list[list[int]]] | None = None  # the last epoch's batches
+        self._built: tuple[int, list[np.ndarray]] | None = None  # the last epoch's batches
 
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches of `epoch`, in order (built once: the trainer counts their shapes
         before it draws them)."""
         if self._built is None or self._built[0] != epoch:
             self._built = (epoch, self._build(epoch))
         return self._built[1]
 
-    def _build(self, epoch: int) -> list[list[int]]:
-        batches, self.dropped = make_batches(self.lengths, self.max_tokens, self.seed + epoch)
+    def _build(self, epoch: int) -> list[np.ndarray]:
+        batches, self.dropped = cut_batches(self.lengths, self.max_tokens, self.seed + epoch)
         if not batches:
             longest = int(self.lengths.max()) if len(self.lengths) else 0
             raise DatasetError(
@@ -178,7 +212,7 @@ class BatchSampler:
         # process accumulating k batches sees exactly what k ranks see in one step.
         return equalise(batches, self.world * self.accumulate)[self.rank :: self.world]
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[np.ndarray]:
         while True:
             batches = self.epoch_batches(self.epoch)
             while self.position < len(batches):
@@ -240,7 +274,7 @@ class _Ragged:
         return torch.from_numpy(out)
 
 
-def collate(split: Split, indices: list[int], joined: bool = False, multiple: int = 1) -> Batch:
+def collate(split: Split, indices: Sequence[int], joined: bool = False, multiple: int = 1) -> Batch:
     """Tensors for training: source + EOS, BOS + target (input), target + EOS (output). `joined`
     (decoder-only models): the target side is source and target as one sequence. Each side's
     width is rounded up to a multiple of `multiple` (data.pad_to_multiple), padding after.
@@ -254,16 +288,16 @@ def collate(split: Split, indices: list[int], joined: bool = False, multiple: in
         tgt = src.then(tgt)
     src_ids = src.padded(bos=False, eos=True, multiple=multiple)
     source = (
-        annotation_tensors([split.annotation(i) for i in indices], src_ids.shape[1])
+        annotation_tensors([split.annotation(i) for i in chosen.tolist()], src_ids.shape[1])
         if split.annotated
         else {}
     )
     tgt_in, tgt_out = tgt.padded(bos=True, eos=False, multiple=multiple), tgt.padded(False, True, multiple)
-    return Batch(src_ids, tgt_in, tgt_out, list(indices), source)
+    return Batch(src_ids, tgt_in, tgt_out, chosen.tolist(), source)
 
 
 def batch_shapes(
-    split: Split, batches: list[list[int]], joined: bool, multiple: int
+    split: Split, batches: Sequence[Sequence[int]], joined: bool, multiple: int
 ) -> list[tuple[int, int, int]]:
     """(rows, source width, target width) of `collate`'s batch for each batch, from the lengths
     alone: the batches' own rows' (from the offsets), all batches at once (an epoch's shapes are
@@ -271,7 +305,7 @@ def batch_shapes(
     sizes = np.fromiter(map(len, batches), dtype=np.int64, count=len(batches))
     if not len(sizes):
         return []
-    chosen = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.int64, count=int(sizes.sum()))
+    chosen = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
     src = split.src_offsets[chosen + 1] - split.src_offsets[chosen]
     tgt = split.tgt_offsets[chosen + 1] - split.tgt_offsets[chosen]
     if joined:
