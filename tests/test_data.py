@@ -7,6 +7,7 @@ from transduce.config import DataConfig
 from transduce.data import dataset as dataset_mod
 from transduce.data.batching import (
     BatchSampler,
+    _stable_argsort,
     batch_shapes,
     collate,
     encode_sources,
@@ -299,9 +300,8 @@ def _batches_one_by_one(lengths, max_tokens, seed, drop_long):
     """The budget rule example by example, in the same order: the reference for make_batches."""
     if seed is None:
         order = np.argsort(lengths, kind="stable")
-    else:  # ties in the order of the seed's permutation: by each example's place in it
-        place = np.argsort(np.random.default_rng(seed).permutation(len(lengths)))
-        order = np.lexsort((place, lengths))
+    else:
+        order = np.lexsort((np.random.default_rng(seed).random(len(lengths)), lengths))
     batches, current, longest, dropped = [], [], 0, 0
     for i in order.tolist():
         length = int(lengths[i])
@@ -314,6 +314,13 @@ def _batches_one_by_one(lengths, max_tokens, seed, drop_long):
         current.append(i)
         longest = max(longest, length)
     return batches + ([current] if current else []), dropped
+
+
+def test_the_stable_argsort_is_numpys_whatever_the_ties():
+    rng = np.random.default_rng(12)
+    for size, distinct in ((0, 1), (1, 1), (50, 1), (1000, 3), (1000, 400), (5000, 10**9)):
+        values = rng.integers(0, distinct, size).astype(np.float64) / distinct
+        assert np.array_equal(_stable_argsort(values), np.argsort(values, kind="stable"))
 
 
 def test_batches_are_those_of_the_rule_applied_example_by_example():

@@ -100,8 +100,7 @@ def cut_batches(
     """Length-sorted batches within the budget; returns (batches, examples too long to fit).
     A batch is a view of one array of example numbers: an epoch of 50M pairs as Python lists
     took 2.5 GB and half a minute to build. Lengths are sorted as the narrowest integers that
-    hold them (numpy sorts 8- and 16-bit keys by radix, three times as fast at 50M), ties broken
-    by a permutation (argsorting random floats for it took 15 s at 50M).
+    hold them (numpy sorts 8- and 16-bit keys by radix: three times as fast at 50M).
 
     `seed` breaks ties between equal lengths at random; None keeps input order among them.
     With `drop_long=False` an example longer than the budget gets a batch of its own
@@ -111,8 +110,8 @@ def cut_batches(
     keys = lengths.astype(np.min_scalar_type(int(lengths.max()))) if len(lengths) else lengths
     if seed is None:
         order = np.argsort(keys, kind="stable")
-    else:  # by length, ties in the order of a random permutation
-        shuffled = np.random.default_rng(seed).permutation(len(lengths))
+    else:  # by length, ties in random order: np.lexsort((random, lengths)), in two quicker sorts
+        shuffled = _stable_argsort(np.random.default_rng(seed).random(len(lengths)))
         order = shuffled[np.argsort(keys[shuffled], kind="stable")]
     ordered = lengths[order]
     fits = int(np.searchsorted(ordered, max_tokens, side="right"))  # sorted: the too long are last
@@ -120,6 +119,18 @@ def cut_batches(
     if drop_long:
         return batches, len(order) - fits
     return batches + [order[i : i + 1] for i in range(fits, len(order))], 0
+
+
+def _stable_argsort(values: np.ndarray) -> np.ndarray:
+    """np.argsort(values, kind="stable"), from the unstable sort (twice as fast on 50M floats:
+    7 s against 15) with runs of equal values put back in index order."""
+    order = np.argsort(values)
+    same = values[order][1:] == values[order][:-1]
+    if same.any():
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
+        for first, last in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+            order[first : last + 1].sort()
+    return order
 
 
 def _batch_starts(ordered: np.ndarray, max_tokens: int) -> np.ndarray:
