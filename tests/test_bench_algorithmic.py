@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,27 @@ def test_parallel_cells_record_device_updates_and_curve_and_a_rerun_skips_them(t
     assert again.returncode == 0, again.stderr
     assert "0 cells done" in again.stdout and [f.stat().st_mtime_ns for f in files] == stamps
     assert "Learning to Execute program evaluation" in (folder / "table.md").read_text()
+
+
+def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_path):
+    """A shell's background job ignores SIGINT, and its children inherit that: the cell must
+    still stop at --minutes (saving a checkpoint) instead of training on to the end."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
+    long = [*TINY[: TINY.index("--steps")], "--steps", "100000", *TINY[TINY.index("--steps") + 2 :]]
+    command = [sys.executable, "-m", "bench.algorithmic.grid", "--tasks", "copy", "--seeds", "1", *long]
+    command += ["--minutes", "0.25", "--records", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 cells done, 1 left for the next run" in done.stdout
+    assert list((tmp_path / "o").glob("*/copy-transformer-none-seed1/checkpoints/ckpt-*"))
 
 
 def test_the_jobs_probe_records_cells_per_minute(tmp_path):

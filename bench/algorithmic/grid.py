@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -652,6 +653,10 @@ def main() -> None:
     folder = args.records / setting_name(args)
     folder.mkdir(parents=True, exist_ok=True)
     if args.cell:
+        # A grid started in the background (`... &`) has SIGINT ignored, and its cells inherit that:
+        # the pool's interruption at --minutes would wait for them to finish. Training saves a
+        # checkpoint on its way out of a KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         run(args, folder, args.cell)
         return
     write_json(folder / "setting.json", setting(args))
