@@ -33,12 +33,13 @@ OUT = BENCH / "out" / "serve"
 
 
 LOAD_MODEL_STEPS = 300  # enough for the outputs to end near the source's length (see the top)
+LATENCY_MODEL_STEPS = 20  # the latency test's long segments run to the length limit anyway
 
 
-def model_dir(steps: int = 20) -> Path:
-    """The `small` model trained `steps` updates on `reverse` (built once): 20 for the latency test,
-    whose long segments run to the length limit anyway; LOAD_MODEL_STEPS for the load test."""
-    run = OUT / ("model" if steps == 20 else f"model-{steps}")
+def model_dir(steps: int = LATENCY_MODEL_STEPS) -> Path:
+    """The `small` model trained `steps` updates on `reverse` (built once): LATENCY_MODEL_STEPS for
+    the latency test, LOAD_MODEL_STEPS for the load test."""
+    run = OUT / ("model" if steps == LATENCY_MODEL_STEPS else f"model-{steps}")
     if not (run / "checkpoints").exists():
         from transduce.config import load_config
         from transduce.train.trainer import Trainer
