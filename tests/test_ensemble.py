@@ -11,10 +11,11 @@ from tiny_models import batch, next_log_probs, tiny_model
 
 from transduce.config import DecodeConfig
 from transduce.data.vocab import BOS, EOS
+from transduce.decode.beam import beam_search
 from transduce.decode.ensemble import Ensemble, target_vocab_size
 from transduce.decode.sampling import sample
 from transduce.decode.scoring import score
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.search import greedy
 from transduce.decode.translate import decode_all
 from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8

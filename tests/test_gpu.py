@@ -24,7 +24,8 @@ from tiny_models import batch, tiny_model
 
 from transduce.data.batching import collate
 from transduce.data.vocab import EOS
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.decode.translate import decode_all
 from transduce.model.packed import PackedLinear
 from transduce.serve import create_app

@@ -199,7 +199,7 @@ def test_greedy_text_equals_generate(imported):
 
 def test_beam_text_equals_generate_without_length_penalty(imported):
     """HF divides by len^alpha, GNMT by ((5 + len) / 6)^alpha: with alpha = 0 both are log P."""
-    from transduce.decode.search import beam_search
+    from transduce.decode.beam import beam_search
 
     _, hf_model, tokenizer, ours = imported
     texts = ["the quick brown fox", "hello world", "a cat sat on the mat near the door", "we translate"]

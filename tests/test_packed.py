@@ -7,7 +7,8 @@ from tiny import train_tiny
 from typer.testing import CliRunner
 
 from transduce.cli import app
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.model.attention import FusedQKV
 from transduce.model.packed import PackedLinear, pack_for_cpu, packing_available
 from transduce.store.load import load_for_decoding

@@ -8,8 +8,9 @@ import torch
 from tiny_models import batch, sequence_log_probs, tiny_model
 
 from transduce.data.vocab import EOS, UNK
+from transduce.decode.beam import beam_search
 from transduce.decode.sampling import sample
-from transduce.decode.search import beam_search, greedy, length_penalty
+from transduce.decode.search import greedy, length_penalty
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.config import load_config
-from transduce.decode.search import beam_search
+from transduce.decode.beam import beam_search
 from transduce.model import build_model
 from transduce.model.attention import FusedQKV
 from transduce.model.linears import SplitQKV

@@ -319,7 +319,7 @@ def test_spread_decoding_matches_teacher_forcing_and_ignores_the_batch(arch):
 def test_spread_beam_search_over_a_batch_equals_each_sentence_alone(arch):
     """Beam search keeps one encoder row per source for its k beams (`group_queries`): every beam
     takes its own source's stride, so each sentence gets what it gets decoded alone."""
-    from transduce.decode.search import beam_search
+    from transduce.decode.beam import beam_search
 
     src, _, _ = padded_src_tgt()  # sources of 9 and 6 real tokens: strides 33 and 50
     model = model_with(arch, "subset", *SPREAD).eval()

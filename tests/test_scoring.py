@@ -7,8 +7,9 @@ import torch
 from tiny_models import batch, tiny_model, token_log_probs
 
 from transduce.data.vocab import EOS
+from transduce.decode.beam import beam_search
 from transduce.decode.scoring import score, score_all
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.search import greedy
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

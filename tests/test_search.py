@@ -8,7 +8,8 @@ import torch
 from tiny_models import tiny_model as shared_tiny_model
 
 from transduce.data.vocab import EOS, UNK
-from transduce.decode.search import beam_search, greedy, length_penalty
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy, length_penalty
 
 
 def tiny_model(vocab=6, seed=0, norm="post", transition="ffn"):

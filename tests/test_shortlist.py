@@ -16,7 +16,8 @@ from transduce.cli import app
 from transduce.config import DecodeConfig
 from transduce.data.vocab import BOS, EOS, PAD
 from transduce.decode import shortlist as shortlist_module
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.decode.shortlist import Shortlist, Shortlisted, ShortlistError, build_shortlist, output_matrix
 from transduce.decode.translate import decode_all
 from transduce.model.packed import pack_for_cpu, packing_available

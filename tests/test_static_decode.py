@@ -9,8 +9,9 @@ import pytest
 from tiny_models import batch, tiny_model
 
 from transduce.config import DecodeConfig
+from transduce.decode.beam import beam_search
 from transduce.decode.options import OptionsError, check_for_model
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.search import greedy
 from transduce.decode.static import StaticDecoder, static_unsupported
 from transduce.decode.translate import decode_all
 

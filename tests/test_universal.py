@@ -156,7 +156,8 @@ def test_cached_decoding_equals_full_for_ut(act, transition):
 
 
 def test_ut_beam_search_runs_through_translate_path():
-    from transduce.decode.search import beam_search, greedy
+    from transduce.decode.beam import beam_search
+    from transduce.decode.search import greedy
 
     model = ut(act=True)
     src = torch.randint(4, V, (3, 5))

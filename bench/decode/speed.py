@@ -26,7 +26,8 @@ from bench.peers.venv import Peers, ensure_peers
 from bench.records import OUT, host_line, write_record
 from transduce.cpu_memory import retain_freed_memory
 from transduce.data.vocab import EOS
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.interop.marian import marian_layout
 from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8

@@ -25,7 +25,8 @@ import torch
 
 from bench.peers.same_weights import build
 from transduce.data.vocab import EOS, PAD
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.decode.static import StaticDecoder
 from transduce.interop.marian import marian_layout
 

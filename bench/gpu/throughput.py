@@ -28,7 +28,8 @@ import torch
 from transduce.config import load_config
 from transduce.cost import flops_per_token
 from transduce.data.vocab import BOS, EOS, PAD
-from transduce.decode.search import beam_search, greedy
+from transduce.decode.beam import beam_search
+from transduce.decode.search import greedy
 from transduce.model import build_model
 from transduce.train.log import peak_flops
 from transduce.train.loss import label_smoothed_loss
@@ -193,7 +194,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=32000, help="shared vocabulary size")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
-    parser.add_argument("--decode-presets", nargs="+", default=["small", "base"], help="decoding presets")
+    parser.add_argument(
+        "--decode-presets", nargs="*", default=["small", "base"], help="decoding presets (none: no decoding)"
+    )
     parser.add_argument("--decode-batch", type=int, default=64, help="sentences per decoding batch")
     parser.add_argument("--decode-reps", type=int, default=3, help="timed decoding repetitions")
     parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"), help="gpu.json and gpu.md go here")

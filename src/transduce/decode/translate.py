@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from ..config import DecodeConfig
 from ..data.batching import annotation_tensors, encode_sources, make_batches
 from ..data.source import SourceAnnotation
+from .beam import beam_search
 from .classify import classify
 from .kinds import Decoding, decoding_of
 from .options import check_for_model
@@ -18,7 +19,6 @@ from .sampling import sample, stream_seed
 from .search import (
     Hypothesis,
     SearchOptions,
-    beam_search,
     check_prefix,
     greedy,
     max_output_length,
