@@ -363,54 +363,68 @@ def data_at_scale(records: Path) -> Lines:
     ]
 
 
-SHOWN_PRESETS = ("base", "big")  # the page's GPU rows; the notes hold every preset and precision
-SHOWN_PRECISIONS = ("fp32", "bf16")
+TRAINER_VARIANTS = {  # the session's trainer variants (bench/gpu/session.py), as the page names them
+    "": "as it was",
+    "train.master_weights=true": "bf16 weights (fp32 master copies)",
+    "data.pad_to_multiple=8 train.master_weights=true": "fast path: widths padded to 8, bf16 weights",
+    "data.pad_to_multiple=8 train.master_weights=true train.compile=true": "fast path, compiled",
+}
 
 
 def gpu(records: Path) -> Lines:
-    """The newest device session: training at its largest batch, decoding, a real run."""
+    """The newest device session (bench/gpu/session.py): the real trainer against the benchmark's
+    step, MFU, decoding against Hugging Face generate; what each target asks beside it."""
     record = newest(records, "gpu", "gpu-session")
-    measured = json.loads((records / "gpu" / record["results"] / "gpu.json").read_text(encoding="utf-8"))
-    largest = max(r["tokens"] for r in measured["train"])
-    train = [
+    folder = records / "gpu" / record["results"]
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    measured = json.loads((folder / "bench.json").read_text(encoding="utf-8"))
+    bench = by(measured["rows"], "preset", "compile")
+    tests = json.loads((folder / "tests.json").read_text(encoding="utf-8"))["result"]
+    eager, compiled = bench[("base", False)]["tokens_per_s"], bench[("base", True)]["tokens_per_s"]
+    trainer = [
+        {
+            "trainer (`transduce train base`, bf16)": TRAINER_VARIANTS.get(v["overrides"], v["overrides"]),
+            "target tokens/s": f"{v['tokens_per_s']:,.0f}",
+            "of the eager step": f"{v['tokens_per_s'] / eager:.2f}",
+            "of the compiled step": f"{v['tokens_per_s'] / compiled:.2f}",
+        }
+        for v in summary["trainer_variants"]
+    ]
+    steps = "; ".join(
+        f"`{p}` {e['tokens_per_s']:,.0f} tokens/s eager ({e['mfu']:.1%} MFU), "
+        f"{c['tokens_per_s']:,.0f} compiled ({c['mfu']:.1%})"
+        for p in ("base", "big")
+        for e, c in [(bench[(p, False)], bench[(p, True)])]
+    )
+    decoded = json.loads((folder / "decode.json").read_text(encoding="utf-8"))["rows"]
+    decoding = [
         {
             "preset": r["preset"],
-            "precision": r["precision"],
-            "compiled": r["compile"],
-            "tokens/s": f"{r['tokens_per_s']:,.0f}",
-            "TFLOP/s": f"{r['tflops']:.1f}",
-            "MFU": f"{r['mfu']:.1%}",
-            "peak GiB": f"{r['peak_gib']:.1f}",
+            "sentences": f"{r['sentences']:,}",
+            "search": "greedy" if r["beam"] == 1 else f"beam {r['beam']}",
+            "HF s": f"{r['hf_s']:.3f}",
+            "ours s (growing / static cache)": f"{r['dynamic_s']:.3f} / {r['static_s']:.3f}",
+            "HF / ours": f"{max(r['dynamic_vs_hf'], r['static_vs_hf']):.2f}x",
         }
-        for r in measured["train"]
-        if r["tokens"] == largest and r["preset"] in SHOWN_PRESETS and r["precision"] in SHOWN_PRECISIONS
+        for r in decoded
+        if r["precision"] == "bf16"
     ]
-    decode = by(measured["decode"], "preset", "precision", "search")
-    decoding = [
-        {"preset": p, "precision": q}
-        | {f"{s} tokens/s": f"{decode[(p, q, s)]['tokens_per_s']:,.0f}" for s in ("greedy", "beam 4")}
-        for p, q in dict.fromkeys((r["preset"], r["precision"]) for r in measured["decode"])
-        if q in SHOWN_PRECISIONS
-    ]
-    run = record["rows"][0]
-    tests = record["gpu_tests"]
     return [
         "## GPU",
         "",
-        f"`gpu` tests: {tests['passed']} of {tests['of']} pass. Training throughput at {largest:,} target "
-        "tokens a batch (random batches, vocabulary 32,000, fused Adam; MFU of the device's dense peak; "
-        "`small` and fp16 in the notes):",
+        f"`gpu` tests: {tests}. The real trainer on l10n En→De (8k vocabulary, 25k-token batches, 200 "
+        "updates) against the benchmark's step at its mean batch "
+        f"({summary['bench_tokens_per_step']:,} target tokens, random sentences, vocabulary "
+        f"{measured.get('vocab', 32000):,}); "
+        "the target is 0.90:",
         "",
-        *markdown_table(train),
+        *markdown_table(trainer),
         "",
-        "Decoding, 64 sentences of 32 output tokens:",
+        f"The benchmark's step in bf16: {steps} (targets: 40% and 50%). Decoding in bf16 against Hugging "
+        "Face `generate` on the same weights (sentences of 32 output tokens; the target is 5x at beam 4 "
+        "and 1,024 sentences):",
         "",
         *markdown_table(decoding),
-        "",
-        f"A real run: `transduce train base` on l10n En→De in bf16 for {run['train_minutes']} minutes "
-        f"({run['updates']:,} updates, {run['target_tokens'] / 1e6:.1f}M target tokens, "
-        f"{run['tokens_per_s'] / 1000:.0f}k tokens/s, still in warmup): test BLEU {run['bleu']:.2f}, "
-        f"chrF {run['chrf']:.2f}.",
         *provenance(record, "gpu"),
     ]
 

@@ -10,10 +10,11 @@
 #          UT, UT+ACT x positions none, offset, subset_spread, then Learning to Execute's memorisation
 #          and program tasks, JOBS cells at once, for what is left of MINUTES (then the running cells
 #          are interrupted and save a checkpoint). Cells with a committed record are skipped.
-#       $OUT gets algorithmic.tar.xz: bench/records/algorithmic/ (the new records and the probe's)
-#       and, in bench/out/algorithmic/, the unfinished cells' checkpoints and every cell's log. Here:
-#       `tar -xJf algorithmic.tar.xz`, commit bench/records/algorithmic, and carry bench/out/algorithmic
-#       to the next session so that the interrupted cells resume.
+#       $OUT gets algorithmic.tar.xz.0, .1, ... (15 MiB parts of one archive): bench/records/algorithmic/
+#       (the new records and the probe's) and, in bench/out/algorithmic/, the unfinished cells' newest
+#       checkpoints and every cell's log. Here: `cat algorithmic.tar.xz.* | tar -xJf -`, commit
+#       bench/records/algorithmic, and carry bench/out/algorithmic to the next session so that the
+#       interrupted cells resume (it must fit the 64 MiB a call carries: carry only the cells to resume).
 set -uo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
 MINUTES=${1:?usage: bench/algorithmic/gpu.sh MINUTES [JOBS]}
@@ -40,11 +41,15 @@ if [ "$left" -gt 0 ]; then
     python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
         --seeds 3 --lte --programs --curve-every 1000 2>&1 | tee "$OUT/grid.log"
 fi
-unfinished=()  # run folders of cells without a record: their checkpoints resume next time
-for run in bench/out/algorithmic/*/*/; do
+unfinished=()  # cells without a record: their newest checkpoint resumes next time (the generated
+for run in bench/out/algorithmic/*/*/; do  # data is not packed: a resumed run writes it again)
     setting=$(basename "$(dirname "$run")") cell=$(basename "$run")
-    [ "$cell" = logs ] || [ -f "bench/records/algorithmic/$setting/$cell.json" ] || unfinished+=("${run%/}")
+    [ "$cell" = logs ] || [ -f "bench/records/algorithmic/$setting/$cell.json" ] && continue
+    newest=$(ls -d "$run"checkpoints/ckpt-* 2>/dev/null | tail -1)
+    [ -n "$newest" ] && unfinished+=("${newest%/}" "${run}train.log" "${run}best.json")
 done
-tar -cJf "$OUT/algorithmic.tar.xz" bench/records/algorithmic bench/out/algorithmic/*/logs \
-    ${unfinished[@]+"${unfinished[@]}"} 2>/dev/null
+# the device returns files of at most 16 MiB, 64 MiB in all: the archive comes back in 15 MiB parts
+# (here: `cat algorithmic.tar.xz.* | tar -xJf -`)
+tar -cJf - bench/records/algorithmic bench/out/algorithmic/*/logs ${unfinished[@]+"${unfinished[@]}"} \
+    2>/dev/null | split -b 15M -d -a 1 - "$OUT/algorithmic.tar.xz."
 ls -la "$OUT"

@@ -57,7 +57,10 @@ mkdir -p "$work"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 } | tee "$work/device.txt"
-python3 -m bench.gpu.session --out "$work" ${stages[@]+--stages "${stages[@]}"} "$@"
+# the whole session stops at GPU_BUDGET_S (default 540 s), inside the device call's limit, so that
+# what the finished stages wrote is packed and comes back even when a stage runs long
+timeout -k 10 "${GPU_BUDGET_S:-540}" python3 -m bench.gpu.session --out "$work" \
+    ${stages[@]+--stages "${stages[@]}"} "$@"
 status=$?
 cp "$work/summary.json" "$OUT/" 2>/dev/null
 tar -C "$work" -cJf "$OUT/session.tar.xz" .

@@ -7,8 +7,9 @@ model/attention.py hands `F.scaled_dot_product_attention` an additive float mask
 (batch, 1, 1, keys) in the encoder and cross-attention, a causal (queries, keys) one in the
 decoder during training. PyTorch picks a kernel (flash, memory-efficient, cuDNN, math) by what
 the inputs allow; flash takes no mask at all. For each mask, each backend is tried alone
-(`torch.nn.attention.sdpa_kernel`): whether it accepts the call and how long it takes, beside the
-default choice and its time (`chosen`: the backend PyTorch picks by itself). Writes sdpa.json.
+(`torch.nn.attention.sdpa_kernel`): whether it accepts the call and how long it takes, forward
+alone and forward + backward (`_train_us`), beside the default choice and its time (`chosen`: the
+backend PyTorch picks by itself). Writes sdpa.json.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> s
         return f"unknown ({type(exc).__name__})"
 
 
+def forward_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> torch.Tensor:
+    """A training step's attention: forward, then backward from a gradient of ones."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    out.backward(torch.ones_like(out))
+    return out
+
+
 def probe(args: argparse.Namespace) -> list[dict]:
     device, dtype = args.device, getattr(torch, args.dtype)
     g = torch.Generator(device=device).manual_seed(0)
@@ -91,6 +100,8 @@ def probe(args: argparse.Namespace) -> list[dict]:
                     row[f"{backend}_us"] = timed(
                         lambda kw=kwargs: F.scaled_dot_product_attention(q, k, v, **kw), device
                     )
+                    train = timed(lambda kw=kwargs: forward_backward(q, k, v, kw), device)
+                    row[f"{backend}_train_us"] = train
             except RuntimeError as exc:
                 row[f"{backend}_us"] = None
                 row[f"{backend}_refused"] = str(exc).splitlines()[0][:160]
