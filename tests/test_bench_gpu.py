@@ -3,7 +3,12 @@ and a later session completing an earlier one's stages. The stages themselves ne
 
 import json
 
+import torch
+from tiny_models import tiny_model
+
 from bench.gpu.session import gather, summary, trainer_rates
+from bench.gpu.throughput import MASTER, random_batch, training_step
+from transduce.train.master import MasterWeights
 
 
 def test_summary_gives_the_ratios_from_the_stages():
@@ -15,9 +20,34 @@ def test_summary_gives_the_ratios_from_the_stages():
             "tokens": 20_000,
             "command": "bench",
             "rows": [
-                {"preset": "base", "compile": False, "tokens_per_s": 120_000.0, "mfu": 0.31},
-                {"preset": "base", "compile": True, "tokens_per_s": 150_000.0, "mfu": 0.39},
-                {"preset": "big", "compile": False, "tokens_per_s": 50_000.0, "mfu": 0.44},
+                {
+                    "preset": "base",
+                    "precision": "bf16",
+                    "compile": False,
+                    "tokens_per_s": 120_000.0,
+                    "mfu": 0.31,
+                },
+                {
+                    "preset": "base",
+                    "precision": "bf16-master",
+                    "compile": False,
+                    "tokens_per_s": 100_000.0,
+                    "mfu": 0.3,
+                },
+                {
+                    "preset": "base",
+                    "precision": "bf16-master",
+                    "compile": True,
+                    "tokens_per_s": 150_000.0,
+                    "mfu": 0.39,
+                },
+                {
+                    "preset": "big",
+                    "precision": "bf16",
+                    "compile": False,
+                    "tokens_per_s": 50_000.0,
+                    "mfu": 0.44,
+                },
             ],
         },
         "decode": {
@@ -52,7 +82,8 @@ def test_summary_gives_the_ratios_from_the_stages():
     out = summary(stages, "NVIDIA H100")
     assert out["device"] == "NVIDIA H100"
     assert out["trainer_tokens_per_s"] == 90_000.0 and out["bench_tokens_per_s"] == 120_000.0
-    assert out["trainer_to_bench"] == 0.75
+    assert out["trainer_to_bench"] == 0.75 and out["trainer_to_bench_master"] == 0.9
+    assert out["bench_compiled_tokens_per_s"] == 150_000.0 and out["mfu_base_bf16_master"] == 0.3
     assert (out["mfu_base_bf16"], out["mfu_big_bf16"]) == (0.31, 0.44)
     assert out["decode_beam4_vs_hf"] == 6.0 and out["decode_greedy_vs_hf"] == 3.0
     assert out["commands"]["bench"] == "bench"
@@ -78,3 +109,18 @@ def test_trainer_rates_skip_the_first_window(tmp_path):
         "2026-11-27 10:00:10 step 60: train/loss=7.1 train/tokens_per_s=1.1e+05 train/mfu=0.3\n"
     )
     assert trainer_rates(log) == [90000.5, 110000.0]
+
+
+def test_the_benchmarks_master_weights_step_updates_both_copies():
+    """bench.gpu.throughput's bf16-master row: Adam moves the fp32 weights, and the bf16 copy the
+    passes run on is those weights rounded, as train.master_weights keeps it."""
+    model = tiny_model(vocab=12).train()
+    master = MasterWeights(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    batch = random_batch(4, 5, 12, torch.device("cpu"))
+    training_step(master.compute, optimizer, scaler, batch, MASTER, master)()
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
+    for low, high in zip(master.compute.parameters(), model.parameters(), strict=True):
+        assert low.dtype == torch.bfloat16 and torch.equal(low, high.detach().to(torch.bfloat16))

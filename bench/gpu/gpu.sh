@@ -9,8 +9,8 @@
 #   bench/gpu/gpu.sh [STAGE ...] [-- SESSION OPTIONS]
 #                            there (device tool: run from the repository root with carry
 #                            [".whl", ".gpudata"]): install this working tree without network,
-#                            then bench/gpu/session.py's stages (default all: tests trainer bench
-#                            decode sdpa). $OUT gets summary.json and session.tar.xz (every stage's
+#                            then bench/gpu/session.py's stages (default all: tests decode trainer
+#                            bench sdpa). $OUT gets summary.json and session.tar.xz (every stage's
 #                            JSON and log), which go into bench/records/gpu/<device>-<date>/; a later
 #                            run can do only the stages missing, with
 #                            `-- --previous bench/records/gpu/<device>-<date>`.

@@ -6,7 +6,8 @@
 Training: forward + backward + Adam (the trainer's optimizer) on random batches of --tokens
 target tokens (sentences of --length source and target tokens, vocabulary --vocab), label
 smoothing 0.1, for each preset x precision (fp32 with TF32 matrix products, bf16 autocast, fp16
-autocast with loss scaling), with torch.compile (mode default, fixed shapes) for the
+autocast with loss scaling, bf16-master: bf16 weights with fp32 copies in Adam, the trainer's
+train.master_weights), with torch.compile (mode default, fixed shapes) for the
 --compile precisions at the largest batch. Target tokens/s over --steps timed steps after warm-up,
 achieved TFLOP/s and MFU (FLOPs per token from transduce.cost, the device's dense peak from
 transduce.train.log), peak memory. Decoding: greedy and beam 4 on batches of --decode-batch
@@ -33,8 +34,10 @@ from transduce.decode.search import greedy
 from transduce.model import build_model
 from transduce.train.log import peak_flops
 from transduce.train.loss import label_smoothed_loss
+from transduce.train.master import MasterWeights
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+MASTER = "bf16-master"  # training only: bf16 weights, fp32 master copies in Adam (train.master_weights)
 
 
 def sync(device: torch.device) -> None:
@@ -59,18 +62,25 @@ def training_step(
     scaler: torch.amp.GradScaler,
     batch: tuple[torch.Tensor, ...],
     precision: str,
+    master: MasterWeights | None = None,
 ) -> Callable[[], None]:
-    """One update on `batch` (source, decoder input, output): autocast forward, smoothed loss,
-    (scaled) backward, Adam; what every timed row repeats."""
+    """One update on `batch` (source, decoder input, output): autocast forward (or the bf16 copy's,
+    with `master`), smoothed loss, (scaled) backward, Adam; what every timed row repeats."""
     src, tgt_in, tgt_out = batch
+    autocast = precision in ("bf16", "fp16")
 
     def step() -> None:
-        with torch.autocast(src.device.type, dtype=DTYPES[precision], enabled=precision != "fp32"):
+        with torch.autocast(src.device.type, dtype=DTYPES.get(precision, torch.bfloat16), enabled=autocast):
             loss, _ = label_smoothed_loss(model(src, tgt_in).logits, tgt_out, 0.1, PAD)
         scaler.scale(loss / tgt_out.numel()).backward()
+        if master is not None:
+            master.grads_to_master()
+            master.zero_grad()
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        if master is not None:
+            master.weights_to_compute()
 
     return step
 
@@ -80,13 +90,15 @@ def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: ar
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "fp32"
     cfg = load_config(preset, [])
     model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device).train()
-    step_model = torch.compile(model) if compiled else model
+    master = MasterWeights(model) if precision == MASTER else None
+    net = model if master is None else master.compute.train()
+    step_model = torch.compile(net) if compiled else net
     t = cfg.train
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=t.adam_betas, eps=t.adam_eps, fused=True)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     src, tgt_in, tgt_out = random_batch(max(1, tokens // (args.length + 1)), args.length, args.vocab, device)
     n_tokens = tgt_out.numel()
-    step = training_step(step_model, optimizer, scaler, (src, tgt_in, tgt_out), precision)
+    step = training_step(step_model, optimizer, scaler, (src, tgt_in, tgt_out), precision, master)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     began = time.perf_counter()
@@ -100,7 +112,7 @@ def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: ar
     sync(device)
     seconds = (time.perf_counter() - began) / args.steps
     flops = flops_per_token(cfg.model, args.vocab, args.length + 1, args.length + 1, training=True)
-    peak = peak_flops(device, precision)
+    peak = peak_flops(device, "bf16" if precision == MASTER else precision)
     rate = n_tokens / seconds
     return {
         "preset": preset,
@@ -187,7 +199,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--presets", nargs="+", default=["small", "base", "big"], help="training presets")
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "fp16"], choices=list(DTYPES))
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["fp32", "bf16", "fp16"],
+        choices=[*DTYPES, MASTER],
+        help=f"{MASTER}: bf16 weights, fp32 master copies in Adam (train.master_weights; training only)",
+    )
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 12288, 24576], help="batch sizes")
     parser.add_argument("--compile", nargs="*", default=["bf16"], help="precisions also timed compiled")
     parser.add_argument("--length", type=int, default=32, help="target (and source) tokens per sentence")
@@ -217,7 +235,7 @@ def main() -> None:
                     if args.device.type == "cuda":
                         torch.cuda.empty_cache()
     for preset in args.decode_presets:
-        for precision in args.precisions:
+        for precision in (p for p in args.precisions if p in DTYPES):
             for beam in (1, 4):
                 decode.append(decode_row(preset, precision, beam, args))
                 print(json.dumps(decode[-1]), flush=True)
