@@ -15,6 +15,8 @@ Stages, each writing `<stage>.json` (and its log) to --out, run in this order by
   bench    bench.gpu.throughput: base and big at the trainer's mean batch (or --tokens) and its
            data's vocabulary, bf16 autocast and bf16 weights with fp32 masters (the trainer's fast
            path; also compiled): the step alone, tokens/s and MFU
+  profile  bench.gpu.step_profile: where `base`'s fast-path step (bf16-master, eager) spends its GPU
+           time, at the benchmark's batch and vocabulary (profile/profile-base-bf16-master.txt)
   sdpa     which scaled-dot-product-attention kernel runs with our masks, and each kernel's time
            forward and forward + backward (bench.gpu.sdpa)
 summary.json gathers the stages found in --out and in --previous (a committed earlier run's
@@ -34,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("tests", "decode", "trainer", "bench", "sdpa")  # the default order: what matters most first
+# the stages, run by default in this order (what is most needed first)
+STAGES = ("tests", "decode", "trainer", "bench", "profile", "sdpa")
 DATA = Path("/tmp/l10n")
 TRAINER = [
     "base",
@@ -52,6 +55,7 @@ TRAINER = [
 # on the H100 in 2026-11-27); that compiled. The trainer as it was (no overrides: 117.6k target
 # tokens/s on that H100) is left out for time; `--trainer-variants ""` runs it.
 MASTER = "train.master_weights=true"
+MASTER_STEP = "bf16-master"  # the benchmark's name for that step
 FAST = f"data.pad_to_multiple=8 {MASTER}"
 TRAINER_VARIANTS = (MASTER, FAST, f"{FAST} train.compile=true")
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
@@ -117,12 +121,16 @@ def data_vocab() -> int:
     return json.loads(meta.read_text())["tgt_vocab_size"] if meta.exists() else 32000
 
 
-def stage_bench(args: argparse.Namespace, trainer: dict | None) -> dict:
-    tokens = args.tokens
-    if tokens is None and trainer:
+def batch_tokens(args: argparse.Namespace, trainer: dict | None) -> int:
+    """The benchmark's batch: --tokens, else the trainer variants' mean target tokens a step."""
+    if args.tokens is None and trainer:
         per_step = [v["tokens_per_step"] for v in trainer["variants"] if v["tokens_per_step"]]
-        tokens = round(statistics.mean(per_step)) if per_step else None
-    tokens = tokens or 24576
+        return round(statistics.mean(per_step)) if per_step else 24576
+    return args.tokens or 24576
+
+
+def stage_bench(args: argparse.Namespace, trainer: dict | None) -> dict:
+    tokens = batch_tokens(args, trainer)
     out = args.out / "throughput"
     command = [
         sys.executable,
@@ -133,9 +141,9 @@ def stage_bench(args: argparse.Namespace, trainer: dict | None) -> dict:
         "big",
         "--precisions",
         "bf16",
-        "bf16-master",
+        MASTER_STEP,
     ]
-    command += ["--tokens", str(tokens), "--compile", "bf16-master", "--decode-presets", "--out", str(out)]
+    command += ["--tokens", str(tokens), "--compile", MASTER_STEP, "--decode-presets", "--out", str(out)]
     vocab = data_vocab()
     command += ["--vocab", str(vocab)]
     command += args.smoke.get("bench", [])
@@ -159,7 +167,17 @@ SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this scri
         "cpu",
     ],
     "sdpa": ["--batch", "4", "--dtype", "float32", "--device", "cpu"],
+    "profile": ["--preset", "small", "--tokens", "256", "--steps", "1", "--rows", "10", "--device", "cpu"],
 }
+
+
+def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
+    out = args.out / "profile"
+    command = [sys.executable, "-m", "bench.gpu.step_profile", "--preset", "base", "--precision", MASTER_STEP]
+    command += ["--tokens", str(batch_tokens(args, trainer)), "--vocab", str(data_vocab()), "--out", str(out)]
+    command += args.smoke.get("profile", [])
+    status = run(command, args.out / "profile.log", args.stage_timeout)
+    return {"status": status, "command": " ".join(command)}
 
 
 def stage_module(args: argparse.Namespace, name: str, module: str) -> dict:
@@ -219,8 +237,8 @@ def summary(stages: dict[str, dict], device: str) -> dict:
     if bench:
         rows = bench["rows"]
         base, big = _row(rows, "base", "bf16", False), _row(rows, "big", "bf16", False)
-        master, big_master = _row(rows, "base", "bf16-master", False), _row(rows, "big", "bf16-master", False)
-        compiled = _row(rows, "base", "bf16-master", True) or _row(rows, "base", "bf16", True)
+        master, big_master = _row(rows, "base", MASTER_STEP, False), _row(rows, "big", MASTER_STEP, False)
+        compiled = _row(rows, "base", MASTER_STEP, True) or _row(rows, "base", "bf16", True)
         out["bench_tokens_per_s"] = base and base["tokens_per_s"]
         out["bench_master_tokens_per_s"] = master and master["tokens_per_s"]
         out["bench_compiled_tokens_per_s"] = compiled and compiled["tokens_per_s"]
@@ -286,6 +304,8 @@ def main() -> None:
             result = stage_trainer(args)
         elif stage == "bench":
             result = stage_bench(args, gather(args.out, args.previous).get("trainer"))
+        elif stage == "profile":
+            result = stage_profile(args, gather(args.out, args.previous).get("trainer"))
         else:
             result = stage_module(args, stage, f"bench.gpu.{stage}")
         result["seconds"] = time.monotonic() - began

@@ -1,20 +1,21 @@
 """Where a training step's GPU time goes: torch.profiler over a few steps of bench/gpu/throughput.py's
 training step (random batch, label smoothing 0.1, fused Adam), the kernels sorted by CUDA time.
 
-    python3 -m bench.gpu.step_profile --preset base --precision bf16 --tokens 24576
+    python3 -m bench.gpu.step_profile --preset base --precision bf16-master --tokens 24576 --vocab 8000
+    python3 -m bench.gpu.step_profile --device cpu --preset small --tokens 256   # a smoke run here
+
+With --out DIR the table also goes to DIR/profile-<preset>-<precision>.txt (the session's stage).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.gpu.throughput import DTYPES, random_batch, training_step
-from transduce.config import load_config
-from transduce.data.vocab import PAD
-from transduce.model import build_model
+from bench.gpu.throughput import DTYPES, MASTER, preset_step, sync
 
 
 def main() -> None:
@@ -22,30 +23,32 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--preset", default="base")
-    parser.add_argument("--precision", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--precision", default="bf16", choices=[*DTYPES, MASTER])
     parser.add_argument("--tokens", type=int, default=24576, help="target tokens per batch")
     parser.add_argument("--length", type=int, default=32, help="target (and source) tokens per sentence")
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--steps", type=int, default=3, help="profiled steps (after as many warm-up steps)")
     parser.add_argument("--rows", type=int, default=30, help="table rows")
+    parser.add_argument("--device", type=torch.device, default="cuda", help="cpu: a smoke run of this script")
+    parser.add_argument("--out", type=Path, help="also write the table into this folder")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("error: bench/gpu/step_profile.py needs a CUDA device")
-    device = torch.device("cuda")
-    cfg = load_config(args.preset, [])
-    model = build_model(cfg.model, args.vocab, args.vocab, PAD).to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=True)
-    batch = random_batch(args.tokens // (args.length + 1), args.length, args.vocab, device)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    step = training_step(model, optimizer, scaler, batch, args.precision)
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: bench.gpu.step_profile needs a CUDA device (or --device cpu, a smoke run)")
+    step, _ = preset_step(args.preset, args.precision, args.tokens, False, args)
     for _ in range(args.steps):
         step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    sync(args.device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
         for _ in range(args.steps):
             step()
-        torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows, max_name_column_width=60))
+        sync(args.device)
+    key = "cuda_time_total" if args.device.type == "cuda" else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=args.rows, max_name_column_width=60)
+    print(table)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"profile-{args.preset}-{args.precision}.txt").write_text(table + "\n")
 
 
 if __name__ == "__main__":

@@ -85,7 +85,11 @@ def training_step(
     return step
 
 
-def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: argparse.Namespace) -> dict:
+def preset_step(
+    preset: str, precision: str, tokens: int, compiled: bool, args: argparse.Namespace
+) -> tuple[Callable[[], None], int]:
+    """A `preset` model's training step at `precision` on a random batch of about `tokens` target
+    tokens (args: device, length, vocab), and the batch's target tokens."""
     device = args.device
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "fp32"
     cfg = load_config(preset, [])
@@ -96,9 +100,14 @@ def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: ar
     t = cfg.train
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=t.adam_betas, eps=t.adam_eps, fused=True)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    src, tgt_in, tgt_out = random_batch(max(1, tokens // (args.length + 1)), args.length, args.vocab, device)
-    n_tokens = tgt_out.numel()
-    step = training_step(step_model, optimizer, scaler, (src, tgt_in, tgt_out), precision, master)
+    batch = random_batch(max(1, tokens // (args.length + 1)), args.length, args.vocab, device)
+    return training_step(step_model, optimizer, scaler, batch, precision, master), batch[2].numel()
+
+
+def train_row(preset: str, precision: str, tokens: int, compiled: bool, args: argparse.Namespace) -> dict:
+    device = args.device
+    cfg = load_config(preset, [])
+    step, n_tokens = preset_step(preset, precision, tokens, compiled, args)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     began = time.perf_counter()
