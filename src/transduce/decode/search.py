@@ -140,42 +140,42 @@ def left_to_right(
 ) -> list[Hypothesis]:
     """One token per step for each sequence (one row of `memory` each) until EOS or its length
     limit, with the KV cache; finished sequences leave the batch. Greedy search and sampling
-    differ only in `choose`. Scores are log-probabilities under the model, without penalty."""
+    differ only in `choose`. Scores are log-probabilities under the model, without penalty.
+
+    Outputs and log-probabilities stay on the device; a step reads back one boolean per live
+    sequence (which ended), not its token and log-probability: on a GPU every read-back waits."""
     batch = len(limits)
     prefixes = prefixes or [[] for _ in range(batch)]
     cache = model.new_cache()
-    active = torch.arange(batch)
+    active = list(range(batch))  # each live row's sequence
+    rows = torch.arange(batch, device=device)
+    live_limits = torch.tensor(limits, device=device)
+    outputs = torch.full((batch, max(limits)), PAD, dtype=torch.long, device=device)  # PAD: not generated
+    log_probs = torch.zeros(batch, dtype=torch.float64, device=device)
     tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
-    outputs: list[list[int]] = [[] for _ in range(batch)]
-    log_probs = [0.0] * batch
-    results: list[Hypothesis | None] = [None] * batch
     longest_prefix = max(len(p) for p in prefixes)
     for step in range(max(limits)):
-        rows = active.tolist()
-        forced = _forced(prefixes, rows, step, tokens.device) if step < longest_prefix else None
+        forced = _forced(prefixes, active, step, tokens.device) if step < longest_prefix else None
         logp = _step_log_probs(model, tokens, memory, cache, step, min_len, forced)
         if step == 0:
             _check_prefix_vocab(prefixes, logp.shape[-1])
-        next_tokens = choose(logp, rows)
-        chosen = logp.gather(1, next_tokens[:, None])[:, 0]
-        keep = []
-        for row, (sent, tok, lp) in enumerate(zip(rows, next_tokens.tolist(), chosen.tolist(), strict=True)):
-            log_probs[sent] += lp
-            if tok != EOS:
-                outputs[sent].append(tok)
-            if tok == EOS or step + 1 >= limits[sent]:
-                results[sent] = Hypothesis(outputs[sent], log_probs[sent], log_probs[sent])
-            else:
-                keep.append(row)
-        if not keep:
+        next_tokens = choose(logp, active)
+        log_probs.index_add_(0, rows, logp.gather(1, next_tokens[:, None])[:, 0].double())
+        ended = next_tokens.eq(EOS)
+        outputs[rows, step] = next_tokens.masked_fill(ended, PAD)
+        done = (ended | live_limits.le(step + 1)).tolist()
+        if all(done):
             break
-        if len(keep) < len(active):
+        if any(done):
+            keep = [i for i, d in enumerate(done) if not d]
             index = torch.tensor(keep, device=tokens.device)
-            active, memory = active[index.cpu()], memory.select(index)
+            active = [active[i] for i in keep]
+            rows, live_limits, next_tokens = rows[index], live_limits[index], next_tokens[index]
+            memory = memory.select(index)
             cache.reorder(index, index)
-            next_tokens = next_tokens[index]
         tokens = next_tokens[:, None]
-    return [r for r in results if r is not None]
+    found = [row[: row.index(PAD)] if PAD in row else row for row in outputs.tolist()]
+    return [Hypothesis(t, lp, lp) for t, lp in zip(found, log_probs.tolist(), strict=True)]
 
 
 def _most_probable(logp: Tensor, rows: list[int]) -> Tensor:
