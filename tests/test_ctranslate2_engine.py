@@ -213,6 +213,23 @@ def test_scores_are_ours_computed_from_ctranslate2s_probabilities(engines, searc
             assert 0 <= hypothesis.score - mine <= kept - mine + 2e-4
 
 
+@pytest.mark.parametrize("search", [{"greedy": True}, {"beam": 4, "alpha": 0.6}, {"beam": 4, "alpha": 0.0}])
+def test_outputs_without_scores_are_the_same_outputs(engines, search):
+    """scores=False (translate's one-best text, evaluate) leaves out CTranslate2's scores and the
+    rescoring of cut outputs, and nothing else: the same outputs, also where outputs are cut at
+    their own limit (a = 0.5, b = 1), with NaN scores."""
+    ours, theirs, lines = engines
+    greedy = search.pop("greedy", False)
+    sources = sources_of(ours, lines)
+    for a, b in ((1.0, 50), (0.5, 1)):
+        options = decode_options(ours.config.decode, max_len_a=a, max_len_b=b, nbest=1, **search)
+        scored = theirs.engine.decode(sources, options, greedy=greedy)
+        bare = theirs.engine.decode(sources, options, greedy=greedy, scores=False)
+        assert ids(bare) == ids(scored)
+        assert all(math.isnan(h.score) and math.isnan(h.log_prob) for hyps in bare for h in hyps)
+        assert not any(math.isnan(h.score) for hyps in scored for h in hyps)
+
+
 def test_forced_prefixes_are_honoured(engines):
     ours, theirs, lines = engines
     prefixes = ["THE CAT" if i % 2 else "" for i in range(len(lines))]

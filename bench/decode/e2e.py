@@ -144,7 +144,9 @@ def run(
     options = decode_options(decode, beam=beam, alpha=args.alpha, max_tokens=args.max_tokens)
     start = time.perf_counter()
     shortlist = args.listed if engine.endswith("-shortlist") else None
-    outputs, _ = translate_lines(ours[model], lines, options, greedy=beam == 1, shortlist=shortlist)
+    outputs, _ = translate_lines(
+        ours[model], lines, options, greedy=beam == 1, shortlist=shortlist, scores=False
+    )
     return {"seconds": time.perf_counter() - start, "outputs": output_rows(outputs)}
 
 

@@ -30,7 +30,8 @@ def main() -> None:
             loaded.config.decode, beam=req["beam"], alpha=req["alpha"], max_tokens=req["max_tokens"]
         )
         start = time.perf_counter()
-        outputs, _ = translate_lines(loaded, req["lines"], options, greedy=req["beam"] == 1)
+        # one-best text, as `transduce translate` writes it: no scores asked for
+        outputs, _ = translate_lines(loaded, req["lines"], options, greedy=req["beam"] == 1, scores=False)
         seconds = time.perf_counter() - start
         print(json.dumps({"seconds": seconds, "outputs": output_rows(outputs)}), flush=True)
 

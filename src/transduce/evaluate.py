@@ -92,7 +92,14 @@ def evaluate_text(
         if len(refs) != len(sources):
             raise ValueError(f"reference set {number} has {len(refs)} lines, the source {len(sources)}")
     outputs, encoded = translate_lines(
-        loaded, sources, options, greedy=greedy, trees=trees, on_batch=on_batch, shortlist=shortlist
+        loaded,
+        sources,
+        options,
+        greedy=greedy,
+        trees=trees,
+        on_batch=on_batch,
+        shortlist=shortlist,
+        scores=False,
     )
     hypotheses = [o[0].text for o in outputs]
     scores = corpus_scores(hypotheses, *references)

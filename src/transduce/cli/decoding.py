@@ -254,6 +254,7 @@ class _Translation:
             forced = self.prefixes[first : first + len(lines)]
             if len(forced) < len(lines):
                 fail(f"{self.prefix}: {len(self.prefixes)} prefix lines for more input lines")
+        many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1 and not self.greedy
         with user_errors(ValueError), _target_words(self.prefix):
             outputs, encoded = translate_lines(
                 self.loaded,
@@ -266,12 +267,12 @@ class _Translation:
                 forced,
                 first,
                 self.listed,
+                scores=many,  # only n-best rows print them
             )
         if encoded.truncated:
             console.print(
                 f"[yellow]warning:[/] {encoded.truncated} lines truncated to {self.max_src_len} tokens"
             )
-        many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1 and not self.greedy
         return output_rows(outputs, nbest=many, first=first)
 
 

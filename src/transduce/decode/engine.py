@@ -50,8 +50,11 @@ class Engine(Protocol):
         numbers: Sequence[int] | None = None,
         annotations: list[SourceAnnotation] | None = None,
         on_batch: Progress | None = None,
+        scores: bool = True,
     ) -> list[list[Hypothesis]]:
-        """As `decode_all`: n-best hypotheses (or samples) per source, none for empty sources."""
+        """As `decode_all`: n-best hypotheses (or samples) per source, none for empty sources.
+        scores=False: the caller reads no score, and an engine may leave them NaN where they
+        cost time (CTranslate2 computes them on request)."""
         ...
 
     def score(
@@ -100,6 +103,7 @@ class TorchEngine:
         numbers: Sequence[int] | None = None,
         annotations: list[SourceAnnotation] | None = None,
         on_batch: Progress | None = None,
+        scores: bool = True,
     ) -> list[list[Hypothesis]]:
         return decode_all(
             self.model,

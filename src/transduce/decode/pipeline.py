@@ -184,12 +184,14 @@ def translate_lines(
     prefixes: Sequence[str] | None = None,
     first: int = 0,
     shortlist: Shortlist | None = None,
+    scores: bool = True,
 ) -> tuple[list[list[Output]], Encoded]:
     """Encode, decode and render `lines`: per line its n-best outputs (or its samples with
     `options.sample`); also what was encoded. `loaded`: one model or an ensemble's members.
     prefixes: per line, target text each output starts with (search continues after it).
     first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
-    shortlist: score only the target tokens it lists for each batch's sources."""
+    shortlist: score only the target tokens it lists for each batch's sources.
+    scores=False: the outputs' scores are not read (they may be NaN: see Engine.decode)."""
     reader, engine = decoding_engine(loaded, shortlist)
     encoded = encode_lines(reader, lines, trees, max_src_len)
     forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
@@ -201,6 +203,7 @@ def translate_lines(
         annotations=encoded.annotations,
         prefixes=forced,
         numbers=range(first, first + len(lines)),
+        scores=scores,
     )
     return render(reader, lines, results), encoded
 

@@ -31,6 +31,9 @@ How our settings map onto `translate_batch`, and where they cannot be the same:
 - scores: ours, log P (prefix and EOS included) / ((5 + |Y|) / 6)^alpha for beam search, log P for
   greedy search and samples, computed from CTranslate2's score (log P after the prefix /
   |Y|^alpha, |Y| counting EOS) and, with a prefix, the prefix's log-probability (`score_batch`).
+  Asked for only where the caller reads them (n-best rows, the server, the Python API): for
+  `translate`'s one-best text and `evaluate` they are left out (NaN), which spares
+  `return_scores` (about 5% of a greedy call) and the rescoring of cut outputs.
 - beam search: CTranslate2 ranks by log P / |Y|^alpha (alpha 0: the same as ours) and, at alpha 0,
   stops once its best hypothesis is finished and it holds n, where ours goes on while a live
   beam could still enter the n best: the best is the same, a lower n-best entry may differ.
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -345,6 +349,7 @@ class CTranslate2Engine:
         numbers: Sequence[int] | None = None,
         annotations: list[SourceAnnotation] | None = None,
         on_batch: Progress | None = None,
+        scores: bool = True,
     ) -> list[list[Hypothesis]]:
         self.check(options, greedy, prefixed=prefixes is not None)
         if annotations is not None:
@@ -366,7 +371,9 @@ class CTranslate2Engine:
         lengths = np.asarray([len(sources[i]) + 1 for i in todo])
         for group in make_batches(lengths, options.max_tokens, seed=None, drop_long=False)[0]:
             idx = [todo[g] for g in group]
-            batch = Batch([sources[i] for i in idx], [forced[i] if forced else [] for i in idx], options)
+            prefixed = [forced[i] if forced else [] for i in idx]
+            # beam search ranks a prefixed output by its score against the one ending at its prefix
+            batch = Batch([sources[i] for i in idx], prefixed, options, scores=scores or forced is not None)
             for i, found in zip(idx, self._search(batch, greedy), strict=True):
                 results[i] = [self._hypothesis(f, options, greedy) for f in found]
             if on_batch is not None:
@@ -443,7 +450,7 @@ class CTranslate2Engine:
             max_input_length=0,
             max_decoding_length=limit,
             min_decoding_length=min(options.min_len, limit),
-            return_scores=True,
+            return_scores=batch.scores,
             return_end_token=True,
             use_vmap=self.use_vmap,
             **_search_settings(options, greedy, hypotheses),
@@ -452,7 +459,8 @@ class CTranslate2Engine:
         before = self._prefix_log_probs(batch)
         found: list[list[Found]] = [[] for _ in batch.sources]
         for j, result in zip(rows, results[: len(rows)], strict=True):
-            for pieces, score in zip(result.hypotheses, result.scores, strict=True):
+            scored = result.scores if batch.scores else [math.nan] * len(result.hypotheses)
+            for pieces, score in zip(result.hypotheses, scored, strict=True):
                 ended = bool(pieces) and pieces[-1] == self.end
                 tokens = [self.tgt_ids[p] for p in (pieces[:-1] if ended else pieces)]
                 steps = len(tokens) + ended
@@ -516,6 +524,10 @@ class CTranslate2Engine:
         if not cuts:
             return found
         targets = [found[j][i].tokens[: batch.limits[j]] for j, i in cuts]
+        if not batch.scores:
+            for (j, i), tokens in zip(cuts, targets, strict=True):
+                found[j][i] = Found(tokens, False, math.nan)
+            return found
         scored = self._score_rows([batch.sources[j] for j, _ in cuts], targets)
         for (j, i), tokens, log_probs in zip(cuts, targets, scored, strict=True):
             found[j][i] = Found(tokens, False, float(sum(log_probs[:-1])))
@@ -573,6 +585,7 @@ class Batch:
     prefixes: list[list[int]]
     options: DecodeConfig
     vocab: list[list[int]] = field(default_factory=list)  # a part's: the whole batch's source tokens
+    scores: bool = True  # False: the outputs' log-probabilities are not wanted (left NaN)
     limits: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -585,7 +598,8 @@ class Batch:
         tokens = sorted({t for s in self.sources for t in s})
         width = max(len(s) for s in self.sources)
         vocab = [tokens[i : i + width] for i in range(0, len(tokens), width)]
-        return Batch([self.sources[j] for j in rows], [self.prefixes[j] for j in rows], self.options, vocab)
+        sources, prefixes = [self.sources[j] for j in rows], [self.prefixes[j] for j in rows]
+        return Batch(sources, prefixes, self.options, vocab, self.scores)
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
