@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from tiny_models import batch, tiny_model
+from tiny_models import batch, decoder_rows, tiny_model
 
 from transduce.data.vocab import BOS, EOS
 from transduce.decode.beam import beam_search
@@ -116,14 +116,7 @@ def test_beam_search_equals_the_per_sentence_loop(beam, nbest, alpha, options):
 def test_sentences_leave_the_batch_as_they_finish(monkeypatch):
     """The comparison above covers shrinking batches only if sentences finish at different steps."""
     model = tiny_model(vocab=12, seed=2)
-    rows_per_step = []
-    decode = model.decode
-
-    def counting(tokens, memory, cache=None):
-        rows_per_step.append(tokens.shape[0])
-        return decode(tokens, memory, cache)
-
-    monkeypatch.setattr(model, "decode", counting)
+    rows_per_step = decoder_rows(model, monkeypatch)
     beam_search(model, batch(ROWS), beam=3, alpha=0.6, max_len_b=8)
     assert rows_per_step[0] == 3 * len(ROWS)
     assert len(set(rows_per_step)) > 2  # at least two sentences left before the last step

@@ -5,7 +5,7 @@ forced prefixes and a minimum length, greedy and drawn."""
 
 import pytest
 import torch
-from tiny_models import batch, tiny_model
+from tiny_models import batch, decoder_rows, tiny_model
 
 from transduce.data.vocab import BOS, EOS
 from transduce.decode.sampling import draw, sampling_probs
@@ -97,14 +97,7 @@ def test_sequences_leave_the_batch_as_they_end(monkeypatch):
     """The comparison above covers a shrinking batch only if sequences end at different steps."""
     model = tiny_model(vocab=12, seed=1)
     begun = start(model, batch(ROWS), {"max_len_a": 1.0, "max_len_b": 3})
-    rows_per_step = []
-    decode = model.decode
-
-    def counting(tokens, memory, cache=None):
-        rows_per_step.append(tokens.shape[0])
-        return decode(tokens, memory, cache)
-
-    monkeypatch.setattr(model, "decode", counting)
+    rows_per_step = decoder_rows(model, monkeypatch)
     left_to_right(model, begun.memory, begun.limits, _most_probable, 0, begun.prefixes)
     assert rows_per_step[0] == len(ROWS) and len(set(rows_per_step)) > 2
     assert rows_per_step == sorted(rows_per_step, reverse=True)

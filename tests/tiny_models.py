@@ -67,3 +67,17 @@ def saved_checkpoint(path, symbols, seed, overrides=()) -> LoadedModel:
         path, state_tensors(model), cfg, meta, [path.parent / f"{path.name}-vocab" / "src.symbols.json"]
     )
     return load_model(path)
+
+
+def decoder_rows(model, monkeypatch) -> list[int]:
+    """A list that gets the number of rows of every later `model.decode` call (search's batch
+    at each step)."""
+    rows = []
+    decode = model.decode
+
+    def counting(tokens, memory, cache=None):
+        rows.append(tokens.shape[0])
+        return decode(tokens, memory, cache)
+
+    monkeypatch.setattr(model, "decode", counting)
+    return rows
