@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
+from bench.gpu.session import FAST, FAST_COMPILED, MASTER
 from bench.mt import compare
 from bench.records import RECORDS, ROOT, markdown_table
 
@@ -363,11 +364,11 @@ def data_at_scale(records: Path) -> Lines:
     ]
 
 
-TRAINER_VARIANTS = {  # the session's trainer variants (bench/gpu/session.py), as the page names them
+TRAINER_VARIANTS = {  # the GPU session's trainer variants, as the page names them
     "": "as it was",
-    "train.master_weights=true": "bf16 weights (fp32 master copies)",
-    "data.pad_to_multiple=8 train.master_weights=true": "fast path: widths padded to 8, bf16 weights",
-    "data.pad_to_multiple=8 train.master_weights=true train.compile=true": "fast path, compiled",
+    MASTER: "bf16 weights (fp32 master copies)",
+    FAST: "fast path: widths padded to 8, bf16 weights",
+    FAST_COMPILED: "fast path, compiled",
 }
 
 

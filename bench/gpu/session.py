@@ -57,7 +57,8 @@ TRAINER = [
 MASTER = "train.master_weights=true"
 MASTER_STEP = "bf16-master"  # the benchmark's name for that step
 FAST = f"data.pad_to_multiple=8 {MASTER}"
-TRAINER_VARIANTS = (MASTER, FAST, f"{FAST} train.compile=true")
+FAST_COMPILED = f"{FAST} train.compile=true"
+TRAINER_VARIANTS = (MASTER, FAST, FAST_COMPILED)
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
 
 

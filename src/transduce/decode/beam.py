@@ -64,18 +64,15 @@ class Finished:
             torch.cat([self.tokens, tokens], 1).gather(1, keep[..., None].expand(-1, -1, tokens.shape[2])),
         )
 
+    def _parts(self) -> tuple[Tensor, ...]:
+        return self.scores, self.log_probs, self.lengths, self.tokens
+
     def select(self, index: Tensor) -> Finished:
-        return Finished(
-            *(t.index_select(0, index) for t in (self.scores, self.log_probs, self.lengths, self.tokens))
-        )
+        return Finished(*(t.index_select(0, index) for t in self._parts()))
 
     def store(self, into: Finished, sentences: Tensor, rows: Tensor) -> None:
         """Copy these `rows` into `into` at `sentences` (the search's results, by sentence)."""
-        for mine, theirs in zip(
-            (self.scores, self.log_probs, self.lengths, self.tokens),
-            (into.scores, into.log_probs, into.lengths, into.tokens),
-            strict=True,
-        ):
+        for mine, theirs in zip(self._parts(), into._parts(), strict=True):
             theirs.index_copy_(0, sentences, mine.index_select(0, rows))
 
     def hypotheses(self) -> list[list[Hypothesis]]:
@@ -101,10 +98,6 @@ class Step:
     tokens: Tensor
     scores: Tensor
     done: Tensor  # (sentences,) bool
-
-
-def _penalties(lengths: Tensor, alpha: float) -> Tensor:
-    return ((5.0 + lengths.double()) / 6.0) ** alpha
 
 
 def choose(
@@ -149,7 +142,7 @@ def choose(
     beams = torch.where(picked_live, beams, beams[:, :1])
     new_tokens = torch.where(picked_live, new_tokens, new_tokens[:, :1])
     worst_kept = finished.scores[:, -1]
-    beaten = scores[:, 0].double() / _penalties(limits, alpha) <= worst_kept
+    beaten = scores[:, 0].double() / length_penalty(limits.double(), alpha) <= worst_kept
     done = at_limit | ~picked_live[:, 0] | (worst_kept.gt(-math.inf) & beaten)
     return Step(beams, new_tokens, scores, done), finished
 
@@ -177,8 +170,7 @@ def beam_search(
     longest = max(begun.limits)
     cache = model.new_cache()
     limits = torch.tensor(begun.limits, device=device)
-    sentences = torch.arange(batch, device=device)  # each live row's sentence
-    active = list(range(batch))
+    active = list(range(batch))  # each live row's sentence
     scores = torch.full((batch, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     history = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
@@ -195,19 +187,20 @@ def beam_search(
         candidates = (scores.view(-1, 1) + logp).view(len(active), k * vocab)
         chosen, finished = choose(candidates, vocab, k, history, step, limits, alpha, finished)
         done = chosen.done.tolist()
-        positions, kept = torch.arange(len(active), device=device), None
+        beams, tokens, scores, kept = chosen.beams, chosen.tokens, chosen.scores, None
+        positions = torch.arange(len(active), device=device)
         if any(done):
-            ended = torch.tensor([i for i, d in enumerate(done) if d], device=device)
-            finished.store(results, sentences.index_select(0, ended), ended)
+            ended = [i for i, d in enumerate(done) if d]
+            sentences = torch.tensor([active[i] for i in ended], device=device)
+            finished.store(results, sentences, torch.tensor(ended, device=device))
             if all(done):
                 break
-            active = [sent for sent, d in zip(active, done, strict=True) if not d]
-            positions = kept = torch.tensor([i for i, d in enumerate(done) if not d], device=device)
+            keep = [i for i, d in enumerate(done) if not d]
+            positions = kept = torch.tensor(keep, device=device)
+            active = [active[i] for i in keep]
             memory, finished = memory.select(kept), finished.select(kept)
-            limits, sentences = limits.index_select(0, kept), sentences.index_select(0, kept)
-        beams, tokens = chosen.beams.index_select(0, positions), chosen.tokens.index_select(0, positions)
+            limits, beams, tokens, scores = (t.index_select(0, kept) for t in (limits, beams, tokens, scores))
         index = (positions[:, None] * k + beams).flatten()
         cache.reorder(index, kept)
         history = torch.cat([history.index_select(0, index), tokens.reshape(-1, 1)], 1)
-        scores = chosen.scores.index_select(0, positions)
     return results.hypotheses()

@@ -48,7 +48,8 @@ class Hypothesis:
     log_prob: float
 
 
-def length_penalty(length: int, alpha: float) -> float:
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """lp(|Y|) = ((5 + |Y|) / 6)^alpha, of one length or elementwise of a tensor of them."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
