@@ -557,6 +557,46 @@ def headline_table(records: Path) -> Lines:
         *markdown_table(rows, columns, {"char": "{:.2f}".format, "seq": "{:.2f}".format}),
         "",
         "![accuracy against test length, best setting of each model](results/algorithmic-headline.png)",
+        *teacher_forced(records),
+    ]
+
+
+def teacher_forced(records: Path) -> Lines:
+    """The runs measured teacher-forced too (a record field since 2026-11-27): greedy decoding's
+    accuracy at 400 beside the argmax's given the reference's prefix, at 400 and over one example
+    of each length 1..400 (tensor2tensor's dev set and default evaluation)."""
+
+    def pair(run: dict, char: str, seq: str) -> str:
+        return f"{run[char]:.2f} / {run[seq]:.2f}"
+
+    rows = [
+        {
+            "task": run["task"],
+            "model": LABELS[run["model"]],
+            "positions": run["positions"],
+            "updates": run["updates"],
+            "greedy at 400": pair(run, "char", "seq"),
+            "teacher-forced at 400": pair(run, "forced_char", "forced_seq"),
+            "teacher-forced, lengths 1-400": pair(run, "t2t_char", "t2t_seq"),
+            "paper": "{:.2f} / {:.2f}".format(
+                *PAPER[run["task"]]["ut" if run["model"] == "ut_act" else run["model"]]
+            ),
+        }
+        for run in (
+            json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(records.glob("algorithmic/*/*-seed*.json"))
+        )
+        if "t2t_char" in run and run["task"] in PAPER
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "Greedy decoding against teacher forcing (the argmax at each position given the reference's prefix: "
+        "tensor2tensor's evaluation unless `eval_run_autoregressive` is set), at 400 and over one example of "
+        "each length 1-400 (tensor2tensor's dev set), char / seq, one seed each:",
+        "",
+        *markdown_table(sorted(rows, key=lambda r: (r["task"], r["model"], r["positions"], r["updates"]))),
     ]
 
 

@@ -64,6 +64,8 @@ def test_parallel_cells_record_device_updates_and_curve_and_a_rerun_skips_them(t
         assert [point["updates"] for point in record["curve"]] == [1, 2, 3]
         assert record["curve"][-1]["dev_seq"] == record["dev_seq"]
         assert "--jobs" not in record["command"] and "--cell" not in record["command"]
+        assert 0 <= record["forced_char"] <= 1 and 0 <= record["forced_seq"] <= 1
+        assert ("t2t_char" in record) == (record["task"] == "copy")  # lengths 1..8; not for LTE
     assert "6" in json.loads(files[0].read_text())["by_length"]  # the sweep; not for the LTE task
     assert json.loads(files[2].read_text())["by_length"] == {}
     stamps = [f.stat().st_mtime_ns for f in files]

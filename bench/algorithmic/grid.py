@@ -60,11 +60,13 @@ from bench.algorithmic.jobs import GRID, Pool, cell_argv, cell_env, probe
 from bench.algorithmic.tasks import LABELS, PAPER, TASKS
 from bench.records import BENCH, ROOT, cpu_name, host_line, spread
 from transduce.config import Config, load_config
-from transduce.data.tasks import examples_of_length
+from transduce.data.dataset import Split
+from transduce.data.tasks import SHORTEST, examples_of_length
 from transduce.decode.translate import decode_all
 from transduce.fileio import OutputError, RunLock
 from transduce.metrics import accuracy
 from transduce.train.trainer import Trainer
+from transduce.train.validation import DevPass
 
 OUT = BENCH / "out" / "algorithmic"  # the training runs
 RECORDS = BENCH / "records" / "algorithmic"  # one result per run, committed
@@ -87,6 +89,8 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     "subset_per_stack": ["model.position_randomisation=subset", "model.position_draw=per_stack"],
     # tensor2tensor's own: a new offset at every recurrent step of each stack
     "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
+    # offsets over the whole position range (2,048), so that training meets the test's positions
+    "offset_range": ["model.position_randomisation=offset_range", "model.position_draw=shared"],
 }
 SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
     *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
@@ -150,15 +154,38 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
 
 
 def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[str, float]:
-    """Greedy character and sequence accuracy on `count` examples of one length (the same
-    examples for every model and seed)."""
+    """Character and sequence accuracy on `count` examples of one length (the same examples for
+    every model and seed): greedy decoding's, and teacher-forced (`forced_*`)."""
     pairs = examples_of_length(cfg.data, length, count, seed=0)
     sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
     refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
     trainer.model.eval()
     hyps = decode_all(trainer.model, sources, cfg.decode, use_greedy=True, device=trainer.device)
     acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
-    return {"char": acc.char, "seq": acc.sequence}
+    teacher_forced = trainer.dev_loss(Split.from_lists(sources, refs))
+    return {"char": acc.char, "seq": acc.sequence, **forced(teacher_forced)}
+
+
+def t2t_accuracy(trainer: Trainer, cfg: Config, longest: int) -> dict[str, float]:
+    """Teacher-forced accuracy over one example of each length up to `longest`: tensor2tensor's
+    dev set of an algorithmic problem spans lengths 1..400, and its evaluation is teacher-forced
+    unless eval_run_autoregressive is set, so this is how the UT paper's Table 3 was most likely
+    computed (its text does not say)."""
+    pairs = [
+        examples_of_length(cfg.data, n, 1, seed=1)[0]
+        for n in range(SHORTEST.get(cfg.data.task, 1), longest + 1)
+    ]
+    sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
+    refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
+    dev = trainer.dev_loss(Split.from_lists(sources, refs))
+    return {"t2t_char": dev.forced.char, "t2t_seq": dev.forced.sequence}
+
+
+def forced(dev: DevPass) -> dict[str, float]:
+    """A pass's teacher-forced accuracy, as a record holds it: the argmax at each position given
+    the reference's prefix, which is what tensor2tensor's evaluation reports unless
+    eval_run_autoregressive is set (the UT paper's models were evaluated in tensor2tensor)."""
+    return {"forced_char": dev.forced.char, "forced_seq": dev.forced.sequence}
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -205,20 +232,26 @@ def cell_name(cell: Cell) -> str:
 
 
 def missing_lengths(args: argparse.Namespace, task: str, result: dict | None) -> list[int]:
+    """The sweep's lengths a result lacks, or holds without teacher-forced accuracy (records
+    written before it was measured)."""
     lengths = [] if TASKS[task].lte else args.lengths
-    return [n for n in lengths if result is None or str(n) not in result["by_length"]]
+    return [n for n in lengths if result is None or "forced_char" not in result["by_length"].get(str(n), {})]
+
+
+def incomplete(args: argparse.Namespace, task: str, result: dict) -> bool:
+    """Whether a result lacks a measurement this version takes (teacher-forced accuracy came later)."""
+    wanted = ["forced_char"] if TASKS[task].lte else ["forced_char", "t2t_char"]
+    return any(key not in result for key in wanted) or bool(missing_lengths(args, task, result))
 
 
 def pending(args: argparse.Namespace, folder: Path, cell: Cell) -> bool:
-    """Whether a cell has anything left to do: no result, or lengths missing from its result
-    while its checkpoint is still there (a recorded cell is skipped)."""
+    """Whether a cell has anything left to do: no result, or measurements missing from its
+    result while its checkpoint is still there (a recorded cell is skipped)."""
     result_file = folder / f"{cell_name(cell)}.json"
     if not result_file.exists():
         return True
     result = json.loads(result_file.read_text())
-    return (
-        bool(missing_lengths(args, cell[0], result)) and (args.out / folder.name / cell_name(cell)).exists()
-    )
+    return incomplete(args, cell[0], result) and (args.out / folder.name / cell_name(cell)).exists()
 
 
 def new_result(
@@ -227,7 +260,7 @@ def new_result(
     """A cell's record, before the sweep over lengths."""
     task, model, positions, seed = cell
     headline = TASKS[task].headline
-    _, _, ponder = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps, teacher-forced
+    test = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps and accuracy, teacher-forced
     return {
         "task": task,
         "model": model,
@@ -239,12 +272,13 @@ def new_result(
         "device_type": trainer.device.type,
         "char": metrics[f"{headline}_char_acc"],
         "seq": metrics[f"{headline}_seq_acc"],
+        **forced(test),
         "dev_char": metrics["dev_char_acc"],
         "dev_seq": metrics["dev_seq_acc"],
         "dev_loss": metrics["dev_loss"],
         "curve": curve(trainer.state.history),
         "ponder_dev": {k: v for k, v in metrics.items() if "_ponder_" in k},
-        "ponder_test": ponder,
+        "ponder_test": test.ponder,
         "train_minutes": trainer.state.train_seconds / 60,
         "command": " ".join(["python", "-m", "bench.algorithmic.grid", *cell_argv(sys.argv[1:])]),
         "machine": host_line(args.threads),
@@ -272,6 +306,10 @@ def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
     if result is None:
         result = new_result(args, cell, trainer, metrics, time.process_time() - cpu)
     began = time.process_time()
+    if "forced_char" not in result:
+        result.update(forced(trainer.dev_loss(trainer.data.splits[TASKS[cell[0]].headline])))
+    if "t2t_char" not in result and not TASKS[cell[0]].lte:
+        result.update(t2t_accuracy(trainer, cfg, args.test_len))
     for n in missing:
         result["by_length"][str(n)] = accuracy_at(trainer, cfg, n, args.sweep_size)
     result["sweep_cpu_minutes"] = result.get("sweep_cpu_minutes", 0.0) + (time.process_time() - began) / 60
@@ -306,8 +344,9 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         f"at length {args.test_len} ({args.eval_size} examples; LTE tasks: length {args.lte_len}, dev); "
         f"d_model {args.width}, d_ff {args.d_ff}, {args.heads} heads, {args.norm}-norm; "
         f"Transformer {args.layers}+{args.layers} layers, UT {args.ut_steps} steps (UT+ACT at most); "
-        f"{args.steps} steps of {args.max_tokens}-token batches; greedy decoding. Mean ± standard "
-        "deviation over seeds (n).",
+        f"{args.steps} steps of {args.max_tokens}-token batches; greedy decoding, and teacher-forced "
+        "(the argmax at each position given the reference's prefix: tensor2tensor's evaluation "
+        "unless eval_run_autoregressive is set). Mean ± standard deviation over seeds (n).",
     ]
     grouped = groups(results)
     long = {key: rows for key, rows in grouped.items() if not TASKS[key[0]].lte}
@@ -343,15 +382,24 @@ def papers_setting(args: argparse.Namespace, task: str) -> bool:
     return args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
 
 
+def pair(rows: list[dict], char: str, seq: str) -> str:
+    """Mean char / seq over the rows, or '-' where a row lacks them (recorded before they were)."""
+    if not all(char in r for r in rows):
+        return "-"
+    return f"{statistics.fmean(r[char] for r in rows):.2f} / {statistics.fmean(r[seq] for r in rows):.2f}"
+
+
 def table_rows(
     grouped: dict[tuple[str, str, str], list[dict]], args: argparse.Namespace, where: str, dev: bool
 ) -> list[str]:
-    """One markdown table: a row per (task, model, positions), the paper's numbers beside ours."""
+    """One markdown table: a row per (task, model, positions), the paper's numbers beside ours;
+    greedy accuracy, then teacher-forced (`dev`: the length-generalisation table, also over one
+    example of each length 1..test_len, tensor2tensor's dev set)."""
+    t2t = f"| teacher-forced 1..{args.test_len} " if dev else ""
     lines = [
-        f"| task | model | positions | n | char acc {where} | seq acc | paper char / seq "
-        + ("| dev char / seq " if dev else "")
-        + "| ACT steps enc / dec | CPU min |",
-        "|---|---|---|---|---|---|---|" + ("---|" if dev else "") + "---|---|",
+        f"| task | model | positions | n | char acc {where} | seq acc | teacher-forced {where} {t2t}"
+        "| paper char / seq " + ("| dev char / seq " if dev else "") + "| ACT steps enc / dec | CPU min |",
+        "|---|---|---|---|---|---|---|" + ("---|---|" if dev else "") + "---|---|---|",
     ]
     for (task, model, positions), rows in grouped.items():
         paper = (
@@ -364,14 +412,14 @@ def table_rows(
             for side in ("encoder", "decoder")
             if f"{side}_ponder_mean" in rows[0]["ponder_test"]
         ]
-        dev_cell = (
-            f"{statistics.fmean(r['dev_char'] for r in rows):.2f} / "
-            f"{statistics.fmean(r['dev_seq'] for r in rows):.2f} | "
-        )
+        forced = f"{pair(rows, 'forced_char', 'forced_seq')} | "
+        if dev:
+            forced += f"{pair(rows, 't2t_char', 't2t_seq')} | "
         lines.append(
             f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
-            f"{spread([r['seq'] for r in rows])} | {f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
-            + (dev_cell if dev else "")
+            f"{spread([r['seq'] for r in rows])} | {forced}"
+            f"{f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
+            + (f"{pair(rows, 'dev_char', 'dev_seq')} | " if dev else "")
             + f"{' / '.join(ponder) or '-'} | {statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
         )
     return lines
@@ -384,6 +432,7 @@ POSITION_STYLES = {
     "offset": ("--", "s"),
     "offset_per_stack": ("--", "v"),
     "offset_per_step": (":", "x"),
+    "offset_range": ("--", "P"),
     "subset": ("-.", "^"),
     "subset_per_stack": ("-.", "v"),
     "subset_spread": ("-.", "D"),

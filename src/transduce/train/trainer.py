@@ -33,7 +33,7 @@ from .progress import TrainingProgress
 from .run_dir import RunDirectory
 from .state import TrainingError, TrainState, peer_lost
 from .step import OptimizerStep, Skipped, StepSettings, StepStats
-from .validation import dev_loss, greedy_outputs
+from .validation import DevPass, dev_loss, greedy_outputs
 
 # The counters are read back at least this often (steps), however far apart the logging is.
 READ_BACK_AT_LEAST = 1000
@@ -208,8 +208,8 @@ class Trainer:
         return tally
 
     # ------------------------------------------------------------ validation
-    def dev_loss(self, split: Split) -> tuple[float, float, dict[str, float]]:
-        """Per-token smoothed loss and NLL on a split, plus ACT step statistics (mean/max)."""
+    def dev_loss(self, split: Split) -> DevPass:
+        """The teacher-forced pass over a split: loss, NLL, ACT step statistics, argmax accuracy."""
         return dev_loss(self.model, self.objective, split, self.dev_tokens, self.label_smoothing, self.device)
 
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
@@ -228,14 +228,15 @@ class Trainer:
 
     def validate(self) -> dict[str, Any]:
         """Dev loss and perplexity, ACT statistics, and the metrics of the data's kind."""
-        loss, nll, ponder = self.dev_loss(self.data.splits["dev"])
+        dev = self.dev_loss(self.data.splits["dev"])
         return {
             "step": self.state.step,
             "train_minutes": self.state.train_seconds / 60,
             "train_tokens": self.state.tokens,
-            "dev_loss": loss,
-            "dev_ppl": perplexity(nll, 1),
-            **ponder,
+            "dev_loss": dev.loss,
+            "dev_ppl": perplexity(dev.nll, 1),
+            "dev_forced_acc": dev.forced.char,  # teacher-forced token accuracy, as OpenNMT-py logs it
+            **dev.ponder,
             **self.metrics(self.data, self.predict),
         }
 

@@ -9,6 +9,7 @@ conventions); text: BLEU and chrF on `dev`. Each decodes greedily with the model
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -17,12 +18,24 @@ from ..config import DecodeConfig
 from ..data.batching import make_batches
 from ..data.dataset import Dataset, Split
 from ..decode.translate import decode_all
-from ..metrics import accuracy, corpus_scores
+from ..metrics import Accuracy, accuracy, corpus_scores
 from ..parsing import gold_tree, score_outputs
 from .loss import label_smoothed_loss
 from .objective import IGNORE, Objective
 
 Metrics = dict[str, float]
+
+
+@dataclass(frozen=True)
+class DevPass:
+    """One teacher-forced pass over a split: the loss, ACT's step statistics, and how often the
+    argmax at each target position is the reference's token (`forced`; what tensor2tensor's
+    evaluation reports by default, where no error compounds as it does in decoding)."""
+
+    loss: float  # per token, label-smoothed
+    nll: float  # per token
+    ponder: Metrics  # ACT steps, mean and max per side
+    forced: Accuracy  # char: right positions over scored ones; sequence: every position right
 
 
 @torch.no_grad()
@@ -33,22 +46,24 @@ def dev_loss(
     max_tokens: int,
     smoothing: float,
     device: torch.device,
-) -> tuple[float, float, Metrics]:
-    """Per-token smoothed loss and NLL on a split, plus ACT step statistics (mean/max per side)."""
+) -> DevPass:
+    """The teacher-forced pass over a split (model.eval(), batches of `max_tokens`)."""
     model.eval()
     batches, _ = make_batches(objective.lengths(split), max_tokens, seed=0)
-    loss_sum = nll_sum = tokens = 0.0
+    loss_sum = nll_sum = 0.0
+    tokens = right = exact = 0
     steps: dict[str, list[Tensor]] = {}
     for idx in batches:
         b = objective.collate(split, idx)
-        target = objective.targets(b)
+        target = objective.targets(b).to(device)
         out = objective.forward(model, b.to(device))
-        loss, nll = label_smoothed_loss(out.logits, target.to(device), smoothing, IGNORE)
-        loss_sum, nll_sum, tokens = (
-            loss_sum + float(loss),
-            nll_sum + float(nll),
-            tokens + int(target.ne(IGNORE).sum()),
-        )
+        loss, nll = label_smoothed_loss(out.logits, target, smoothing, IGNORE)
+        scored = target.ne(IGNORE)
+        hit = out.logits.argmax(-1).eq(target) | ~scored
+        loss_sum, nll_sum = loss_sum + float(loss), nll_sum + float(nll)
+        tokens += int(scored.sum())
+        right += int((hit & scored).sum())
+        exact += int(hit.all(-1).sum())
         for side, p in out.ponder.items():
             steps.setdefault(side, []).append(p.real(p.steps))
     model.train()
@@ -59,7 +74,8 @@ def dev_loss(
             float(joined.mean()),
             float(joined.max()),
         )
-    return loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder
+    forced = Accuracy(right / max(tokens, 1), exact / max(len(split), 1))
+    return DevPass(loss_sum / max(tokens, 1), nll_sum / max(tokens, 1), ponder, forced)
 
 
 def greedy_outputs(
