@@ -107,7 +107,7 @@ def ut_positions(model, src, tgt) -> dict[str, list[list[int]]]:
 
 
 @pytest.mark.parametrize("arch", ["transformer", "universal"])
-@pytest.mark.parametrize("mode", ["offset", "subset"])
+@pytest.mark.parametrize("mode", ["offset", "offset_range", "subset"])
 def test_evaluation_is_unchanged_by_randomisation(arch, mode):
     src, tgt = src_tgt()
     plain = model_with(arch, "none").eval()
@@ -173,7 +173,7 @@ def test_transformer_subset_positions_in_training(draw):
 
 
 @pytest.mark.parametrize("draw", ["shared", "per_stack"])
-@pytest.mark.parametrize("mode", ["offset", "subset"])
+@pytest.mark.parametrize("mode", ["offset", "offset_range", "subset"])
 def test_universal_randomises_the_position_part_of_every_step(mode, draw):
     src, tgt = src_tgt()
     model = model_with("universal", mode, f"model.position_draw={draw}").train()
@@ -187,11 +187,17 @@ def test_universal_randomises_the_position_part_of_every_step(mode, draw):
             if mode == "offset":
                 start = positions[0]  # shared: drawn for the longer side, the source's 9
                 assert positions == list(range(start, start + n)) and start < (9 if draw == "shared" else n)
+            elif mode == "offset_range":
+                start = positions[0]
+                assert positions == list(range(start, start + n)) and start + n <= 300
             else:
                 assert positions == sorted(set(positions)) and len(positions) == n and positions[-1] < 300
         torch.manual_seed(seed)
         if mode == "offset":
             first = int(torch.randint(9, ()))
+            assert seen["encoder"][0] == list(range(first, first + 9))
+        elif mode == "offset_range":
+            first = int(torch.randint(300 - 9 + 1, ()))
             assert seen["encoder"][0] == list(range(first, first + 9))
         else:
             assert seen["encoder"][0] == sorted(torch.randperm(300)[:9].tolist())
@@ -267,9 +273,17 @@ def test_draws_have_the_documented_shape():
         assert positions[0] >= 0 and positions[-1] < 50
         covered.update(positions)
     assert covered == set(range(50))
+    ranged = PositionRandomisation("offset_range", 12)
+    starts = set()
+    for _ in range(300):
+        positions = ranged.draw(5)
+        assert positions.tolist() == list(range(int(positions[0]), int(positions[0]) + 5))
+        starts.add(int(positions[0]))
+    assert starts == set(range(8))  # k in [0, 12 - 5]: every position below 12, none beyond
     assert PositionRandomisation().draw(5) is None
-    with pytest.raises(ValueError, match=r"model\.position_range=50; allowed: model\.position_range >= 51"):
-        subset.draw(51)
+    for mode in ("subset", "offset_range"):
+        with pytest.raises(ValueError, match=r"position_range=50; allowed: model\.position_range >= 51"):
+            PositionRandomisation(mode, 50).draw(51)
 
 
 SPREAD = ("model.position_eval=spread",)
@@ -373,6 +387,10 @@ def test_config_validates_randomisation_against_the_positions():
         check_positions(offset, 51, "data")
     subset = ModelConfig(position_randomisation="subset", position_range=60)
     check_positions(subset, 60, "data")
+    ranged = ModelConfig(position_randomisation="offset_range", position_range=60)
+    check_positions(ranged, 60, "data")
+    with pytest.raises(ConfigError, match=r"'offset_range' draws them from model\.position_range=60"):
+        check_positions(ranged, 61, "data")
     with pytest.raises(ConfigError, match=r"sequences of 61 .* model\.position_range=60"):
         check_positions(subset, 61, "data")
 

@@ -58,11 +58,12 @@ class ModelConfig(_Section):
         description=f"rows of the learned position table (positions='learned'); 1..{POSITIONS_MAX}",
     )
     # Positions drawn at random in training, for length generalisation (model/randomised_positions.py)
-    position_randomisation: Literal["none", "offset", "subset"] = Field(
+    position_randomisation: Literal["none", "offset", "offset_range", "subset"] = Field(
         "none",
         description="training positions: none (0..n-1); offset (k..k+n-1, k uniform in [0, n), the UT "
-        "paper's); subset (n sorted distinct positions of [0, position_range), Ruoss et al. 2023); "
-        "evaluation positions: model.position_eval",
+        "paper's); offset_range (k uniform in [0, position_range - n], so that training meets every "
+        "position below position_range); subset (n sorted distinct positions of [0, position_range), "
+        "Ruoss et al. 2023); evaluation positions: model.position_eval",
     )
     position_eval: Literal["dense", "spread"] = Field(
         "dense",
@@ -83,7 +84,8 @@ class ModelConfig(_Section):
         2048,
         ge=1,
         le=POSITIONS_MAX,
-        description=f"positions 'subset' draws from, far beyond the training lengths; 1..{POSITIONS_MAX}",
+        description="positions 'subset' and 'offset_range' draw from, far beyond the training lengths; "
+        f"1..{POSITIONS_MAX}",
     )
     scale_embeddings: bool = True
     tie_embeddings: Literal["none", "decoder", "all"] = "all"
@@ -123,12 +125,13 @@ class ModelConfig(_Section):
         if (
             self.arch == "transformer"
             and self.positions == "learned"
-            and self.position_randomisation == "subset"
+            and self.position_randomisation in ("offset_range", "subset")
             and self.position_range > self.max_positions
         ):
             raise ValueError(
                 f"model.position_range ({self.position_range}) must not exceed model.max_positions "
-                f"({self.max_positions}): position_randomisation='subset' indexes the learned position "
+                f"({self.max_positions}): position_randomisation='{self.position_randomisation}' indexes "
+                "the learned position "
                 f"table with positions up to position_range - 1; allowed: model.position_range "
                 f"1..{self.max_positions}"
             )
@@ -453,10 +456,11 @@ def check_positions(model: ModelConfig, longest: int, where: str) -> None:
     """Refuse data longer than the learned position table, or than position randomisation can
     place, before training reaches such a batch (sinusoids extend to any length). `longest` counts
     a sequence with its EOS or BOS."""
-    if model.position_randomisation == "subset" and longest > model.position_range:
+    if model.position_randomisation in ("offset_range", "subset") and longest > model.position_range:
         raise ConfigError(
             f"{where} has sequences of {longest} positions (with EOS/BOS) but "
-            f"model.position_randomisation='subset' draws them from model.position_range="
+            f"model.position_randomisation='{model.position_randomisation}' draws them from "
+            "model.position_range="
             f"{model.position_range}; allowed: model.position_range from {longest} to {POSITIONS_MAX}"
         )
     # a random offset k < n shifts a sequence of n positions up to position 2n - 2

@@ -5,7 +5,10 @@ are new to it. Two remedies draw the positions of each training pass at random i
 
 - `offset` (the Universal Transformer paper, Dehghani et al. 2018: "positions starting with
   randomized offsets"; tensor2tensor's `position_start_index="random"`): positions
-  k, k+1, ..., k+n-1 with k uniform in [0, n), n the padded length of the batch.
+  k, k+1, ..., k+n-1 with k uniform in [0, n), n the padded length of the batch. Training
+  on lengths up to 40 thus meets positions below 80 only.
+- `offset_range`: the same run of n positions with k uniform in [0, position_range - n], so
+  that training meets every position below position_range, dense as evaluation uses them.
 - `subset` (Ruoss et al. 2023, "Randomized Positional Encodings Boost Length Generalization of
   Transformers"): n distinct positions drawn uniformly from [0, position_range) and sorted, so
   training sees the gaps and magnitudes of positions up to position_range.
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-MODES = ("none", "offset", "subset")
+MODES = ("none", "offset", "offset_range", "subset")
 DRAWS = ("shared", "per_stack", "per_step")
 EVALUATIONS = ("dense", "spread")
 
@@ -76,12 +79,15 @@ class PositionRandomisation:
         if self.mode == "offset":
             start = int(torch.randint(length, ()))
             return torch.arange(start, start + length)
+        if self.mode in ("offset_range", "subset") and length > self.position_range:
+            raise ValueError(
+                f"a training sequence of {length} positions does not fit in "
+                f"model.position_range={self.position_range}; allowed: model.position_range >= {length}"
+            )
+        if self.mode == "offset_range":
+            start = int(torch.randint(self.position_range - length + 1, ()))
+            return torch.arange(start, start + length)
         if self.mode == "subset":
-            if length > self.position_range:
-                raise ValueError(
-                    f"a training sequence of {length} positions does not fit in "
-                    f"model.position_range={self.position_range}; allowed: model.position_range >= {length}"
-                )
             return torch.randperm(self.position_range)[:length].sort().values
         return None
 
