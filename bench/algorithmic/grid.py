@@ -153,17 +153,26 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
     )
 
 
+def encoded(trainer: Trainer, pairs: list[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
+    """Generated examples as the run's source and target token ids."""
+    return (
+        [trainer.data.src_vocab.encode(s) for s, _ in pairs],
+        [trainer.data.tgt_vocab.encode(t) for _, t in pairs],
+    )
+
+
 def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[str, float]:
     """Character and sequence accuracy on `count` examples of one length (the same examples for
     every model and seed): greedy decoding's, and teacher-forced (`forced_*`)."""
-    pairs = examples_of_length(cfg.data, length, count, seed=0)
-    sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
-    refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
+    sources, refs = encoded(trainer, examples_of_length(cfg.data, length, count, seed=0))
     trainer.model.eval()
     hyps = decode_all(trainer.model, sources, cfg.decode, use_greedy=True, device=trainer.device)
     acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
-    teacher_forced = trainer.dev_loss(Split.from_lists(sources, refs))
-    return {"char": acc.char, "seq": acc.sequence, **forced(teacher_forced)}
+    return {
+        "char": acc.char,
+        "seq": acc.sequence,
+        **forced(trainer.dev_loss(Split.from_lists(sources, refs))),
+    }
 
 
 def t2t_accuracy(trainer: Trainer, cfg: Config, longest: int) -> dict[str, float]:
@@ -171,20 +180,15 @@ def t2t_accuracy(trainer: Trainer, cfg: Config, longest: int) -> dict[str, float
     dev set of an algorithmic problem spans lengths 1..400, and its evaluation is teacher-forced
     unless eval_run_autoregressive is set, so this is how the UT paper's Table 3 was most likely
     computed (its text does not say)."""
-    pairs = [
-        examples_of_length(cfg.data, n, 1, seed=1)[0]
-        for n in range(SHORTEST.get(cfg.data.task, 1), longest + 1)
-    ]
-    sources = [trainer.data.src_vocab.encode(s) for s, _ in pairs]
-    refs = [trainer.data.tgt_vocab.encode(t) for _, t in pairs]
+    lengths = range(SHORTEST.get(cfg.data.task, 1), longest + 1)
+    sources, refs = encoded(trainer, [examples_of_length(cfg.data, n, 1, seed=1)[0] for n in lengths])
     dev = trainer.dev_loss(Split.from_lists(sources, refs))
     return {"t2t_char": dev.forced.char, "t2t_seq": dev.forced.sequence}
 
 
 def forced(dev: DevPass) -> dict[str, float]:
-    """A pass's teacher-forced accuracy, as a record holds it: the argmax at each position given
-    the reference's prefix, which is what tensor2tensor's evaluation reports unless
-    eval_run_autoregressive is set (the UT paper's models were evaluated in tensor2tensor)."""
+    """A pass's teacher-forced accuracy as a record holds it (the argmax at each position given
+    the reference's prefix)."""
     return {"forced_char": dev.forced.char, "forced_seq": dev.forced.sequence}
 
 
