@@ -41,6 +41,7 @@ def test_the_settings_recorded_before_the_new_options_keep_their_names():
     assert setting_name(parse(pool)).endswith("06b7eff0")
     assert not setting_name(parse(["--act-tau", "0.001"])).endswith("06b7eff0")
     assert not setting_name(parse(["--program-len", "4"])).endswith("06b7eff0")
+    assert not setting_name(parse(["--position-range", "128"])).endswith("06b7eff0")
 
 
 def test_a_cell_process_gets_the_grid_arguments_without_the_pools():

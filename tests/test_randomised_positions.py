@@ -391,6 +391,10 @@ def test_config_validates_randomisation_against_the_positions():
     check_positions(ranged, 60, "data")
     with pytest.raises(ConfigError, match=r"'offset_range' draws them from model\.position_range=60"):
         check_positions(ranged, 61, "data")
+    check_positions(ranged, 401, "data", trained=60)  # evaluation takes 0..n-1: only training is drawn
+    check_positions(offset, 99, "data", trained=50)  # trained shifted to 98, evaluated up to 98
+    with pytest.raises(ConfigError, match=r"needing 101"):
+        check_positions(offset, 101, "data", trained=10)  # a long test split needs the table too
     with pytest.raises(ConfigError, match=r"sequences of 61 .* model\.position_range=60"):
         check_positions(subset, 61, "data")
 

@@ -99,7 +99,7 @@ SETTING_KEYS = [  # every argument a run's result depends on (not the grid, thre
 
 # Keys added later: part of a setting only away from these defaults, so that the settings recorded
 # before them keep their names.
-LATER_KEYS = {"act_tau": 0.01, "program_len": 5, "program_nesting": 2}
+LATER_KEYS = {"act_tau": 0.01, "program_len": 5, "program_nesting": 2, "position_range": 2048}
 
 
 def setting(args: argparse.Namespace) -> dict[str, Any]:
@@ -142,6 +142,7 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
             f"train.warmup={args.warmup}",
             f"train.lr_scale={args.lr_scale}",
             f"model.act_tau={args.act_tau}",
+            f"model.position_range={args.position_range}",
             f"train.validate_every={args.curve_every or args.steps}",
             f"train.save_every={max(1, min(args.steps, 500))}",
             "train.keep_last=1",
@@ -546,6 +547,12 @@ def grid_options(parser: argparse.ArgumentParser) -> None:
         help="UT steps per stack (UT+ACT: at most; tensor2tensor's adaptive tiny set caps ACT at 4)",
     )
     size.add_argument("--act-tau", type=float, default=0.01, help="ACT's ponder cost weight (model.act_tau)")
+    size.add_argument(
+        "--position-range",
+        type=int,
+        default=2048,
+        help="positions that subset and offset_range draw from (model.position_range)",
+    )
     size.add_argument("--dropout", type=float, default=0.1)
     size.add_argument(
         "--norm",

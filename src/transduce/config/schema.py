@@ -452,19 +452,21 @@ def architecture_differences(a: ModelConfig, b: ModelConfig) -> list[str]:
     ]
 
 
-def check_positions(model: ModelConfig, longest: int, where: str) -> None:
+def check_positions(model: ModelConfig, longest: int, where: str, trained: int | None = None) -> None:
     """Refuse data longer than the learned position table, or than position randomisation can
     place, before training reaches such a batch (sinusoids extend to any length). `longest` counts
-    a sequence with its EOS or BOS."""
-    if model.position_randomisation in ("offset_range", "subset") and longest > model.position_range:
+    a sequence with its EOS or BOS; `trained` is the longest training sequence (default
+    `longest`): randomised positions are drawn in training only, evaluation takes 0..n-1."""
+    trained = longest if trained is None else trained
+    if model.position_randomisation in ("offset_range", "subset") and trained > model.position_range:
         raise ConfigError(
-            f"{where} has sequences of {longest} positions (with EOS/BOS) but "
+            f"{where} has training sequences of {trained} positions (with EOS/BOS) but "
             f"model.position_randomisation='{model.position_randomisation}' draws them from "
             "model.position_range="
-            f"{model.position_range}; allowed: model.position_range from {longest} to {POSITIONS_MAX}"
+            f"{model.position_range}; allowed: model.position_range from {trained} to {POSITIONS_MAX}"
         )
-    # a random offset k < n shifts a sequence of n positions up to position 2n - 2
-    needed = 2 * longest - 1 if model.position_randomisation == "offset" else longest
+    # a random offset k < n shifts a training sequence of n positions up to position 2n - 2
+    needed = max(2 * trained - 1 if model.position_randomisation == "offset" else trained, longest)
     if model.positions == "learned" and model.arch == "transformer" and needed > model.max_positions:
         shifted = " shifted by model.position_randomisation='offset'" if needed > longest else ""
         raise ConfigError(

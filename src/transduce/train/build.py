@@ -156,11 +156,10 @@ def check_data(data: Dataset, cfg: Config, lengths: Callable[[Split], np.ndarray
         )
     _check_kind(data, cfg.model)
     multiple = cfg.data.pad_to_multiple
-    longest = max(
-        int(round_up(lengths(split), multiple).max()) for split in data.splits.values() if len(split)
-    )
+    splits = {name: split for name, split in data.splits.items() if len(split)}
+    longest = {name: int(round_up(lengths(split), multiple).max()) for name, split in splits.items()}
     padded = f" (padded to a multiple of data.pad_to_multiple={multiple})" if multiple > 1 else ""
-    check_positions(cfg.model, longest, f"{data.dir}{padded}")
+    check_positions(cfg.model, max(longest.values()), f"{data.dir}{padded}", trained=longest["train"])
 
 
 def _check_kind(data: Dataset, model: ModelConfig) -> None:
