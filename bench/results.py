@@ -573,8 +573,11 @@ def teacher_forced(records: Path) -> Lines:
     for path in sorted(records.glob("algorithmic/*/*-seed*.json")):
         run = json.loads(path.read_text(encoding="utf-8"))
         if "t2t_char" in run and run["task"] in PAPER:
-            key = (run["task"], run["model"], run["positions"], run["updates"])
-            cells.setdefault(key, []).append(run)
+            setting = json.loads((path.parent / "setting.json").read_text(encoding="utf-8"))
+            positions = run["positions"]
+            if "position_range" in setting and positions.startswith(("subset", "offset_range")):
+                positions += f" ({setting['position_range']})"
+            cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
     if not cells:
         return []
 
@@ -601,7 +604,7 @@ def teacher_forced(records: Path) -> Lines:
         "Greedy decoding against teacher forcing (the argmax at each position given the reference's prefix: "
         "tensor2tensor's evaluation unless `eval_run_autoregressive` is set), at 400 and over one example of "
         "each length 1-400 (tensor2tensor's dev set), char / seq, mean of n seeds; `offset_range` draws the "
-        "offset over positions 0-2,047 instead of the paper's k < n:",
+        "offset over positions 0-2,047 (or the range in brackets) instead of the paper's k < n:",
         "",
         *markdown_table(rows),
     ]
