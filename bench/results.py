@@ -508,6 +508,9 @@ def algorithmic(records: Path) -> Lines:
         for task in TASKS
         if TASKS[task].program
     ]
+    program_seeds = max(
+        (len(group) for (task, _, _), group in runs.items() if TASKS[task].program), default=0
+    )
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
     machines = sorted({r["machine"] for r in every if r.get("machine")})
@@ -525,7 +528,8 @@ def algorithmic(records: Path) -> Lines:
         "",
         *markdown_table(lte),
         "",
-        "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split), "
+        "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split; "
+        f"1,000 updates, at most {program_seeds} seed(s) a cell so far), "
         "beside the paper's Table 6 (`--programs`):",
         "",
         *markdown_table(programs),
