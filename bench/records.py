@@ -99,6 +99,14 @@ def spread(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
+def mean_pair(runs: list[dict], first: str = "char", second: str = "seq") -> str:
+    """ "mean first / mean second" over runs (character / sequence accuracy over seeds), or "-"
+    where there are none or a run lacks them (recorded before they were measured)."""
+    if not runs or not all(first in r and second in r for r in runs):
+        return "-"
+    return f"{statistics.fmean(r[first] for r in runs):.2f} / {statistics.fmean(r[second] for r in runs):.2f}"
+
+
 HOST_HELP = (
     "label for a host whose speed differs from the reference runs' (e.g. slower): its runs get their "
     "own rows in the mt-compare table and are paired only with runs of the same label"

@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
 from bench.gpu.session import FAST, FAST_COMPILED, MASTER
 from bench.mt import compare
-from bench.records import RECORDS, ROOT, markdown_table
+from bench.records import RECORDS, ROOT, markdown_table, mean_pair
 
 PAGE = ROOT / "docs" / "results.md"
 MAX_LINES = 300
@@ -465,13 +465,6 @@ def algorithmic_runs(records: Path) -> dict[tuple[str, str, str], list[dict]]:
     return grouped
 
 
-def accuracy(runs: list[dict] | None) -> str:
-    """Mean character / sequence accuracy over the seeds of one cell."""
-    if not runs:
-        return "-"
-    return f"{statistics.fmean(r['char'] for r in runs):.2f} / {statistics.fmean(r['seq'] for r in runs):.2f}"
-
-
 def algorithmic(records: Path) -> Lines:
     """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
     runs = algorithmic_runs(records)
@@ -483,7 +476,7 @@ def algorithmic(records: Path) -> Lines:
     long = [
         {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
         | {
-            f"ours, {positions}: {label}": accuracy(runs.get((task, model, positions)))
+            f"ours, {positions}: {label}": mean_pair(runs.get((task, model, positions)) or [])
             for positions in ("offset", "subset_spread")
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
@@ -492,7 +485,7 @@ def algorithmic(records: Path) -> Lines:
     lte = [
         {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
         | {
-            f"ours: {label}": accuracy(runs.get((task, model, "none")))
+            f"ours: {label}": mean_pair(runs.get((task, model, "none")) or [])
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
         for task in TASKS
@@ -502,7 +495,7 @@ def algorithmic(records: Path) -> Lines:
         {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
         | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
         | {
-            f"ours: {label}": accuracy(runs.get((task, model, "none")))
+            f"ours: {label}": mean_pair(runs.get((task, model, "none")) or [])
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
         for task in TASKS
@@ -574,19 +567,17 @@ def teacher_forced(records: Path) -> Lines:
     accuracy at 400 beside the argmax's given the reference's prefix, at 400 and over one example
     of each length 1..400 (tensor2tensor's dev set and default evaluation); means over seeds."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
-    for path in sorted(records.glob("algorithmic/*/*-seed*.json")):
-        run = json.loads(path.read_text(encoding="utf-8"))
-        if "t2t_char" in run and run["task"] in PAPER:
-            setting = json.loads((path.parent / "setting.json").read_text(encoding="utf-8"))
-            positions = run["positions"]
-            if "position_range" in setting and positions.startswith(("subset", "offset_range")):
-                positions += f" ({setting['position_range']})"
-            cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
+    for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
+        position_range = json.loads(setting_file.read_text(encoding="utf-8")).get("position_range")
+        for path in sorted(setting_file.parent.glob("*-seed*.json")):
+            run = json.loads(path.read_text(encoding="utf-8"))
+            if "t2t_char" in run and run["task"] in PAPER:
+                positions = run["positions"]
+                if position_range and positions.startswith(("subset", "offset_range")):
+                    positions += f" ({position_range})"
+                cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
     if not cells:
         return []
-
-    def pair(runs: list[dict], char: str, seq: str) -> str:
-        return f"{statistics.fmean(r[char] for r in runs):.2f} / {statistics.fmean(r[seq] for r in runs):.2f}"
 
     rows = [
         {
@@ -595,10 +586,10 @@ def teacher_forced(records: Path) -> Lines:
             "positions": positions,
             "updates": updates,
             "n": len(runs),
-            "greedy at 400": pair(runs, "char", "seq"),
-            "teacher-forced at 400": pair(runs, "forced_char", "forced_seq"),
-            "teacher-forced, lengths 1-400": pair(runs, "t2t_char", "t2t_seq"),
-            "dev (greedy)": pair(runs, "dev_char", "dev_seq"),
+            "greedy at 400": mean_pair(runs),
+            "teacher-forced at 400": mean_pair(runs, "forced_char", "forced_seq"),
+            "teacher-forced, lengths 1-400": mean_pair(runs, "t2t_char", "t2t_seq"),
+            "dev (greedy)": mean_pair(runs, "dev_char", "dev_seq"),
             "paper": "{:.2f} / {:.2f}".format(*PAPER[task]["ut" if model == "ut_act" else model]),
         }
         for (task, model, positions, updates), runs in sorted(cells.items())

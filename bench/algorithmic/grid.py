@@ -58,7 +58,7 @@ import torch
 from bench.algorithmic import headline
 from bench.algorithmic.jobs import GRID, Pool, cell_argv, cell_env, probe
 from bench.algorithmic.tasks import LABELS, PAPER, TASKS
-from bench.records import BENCH, ROOT, cpu_name, host_line, spread
+from bench.records import BENCH, ROOT, cpu_name, host_line, mean_pair, spread
 from transduce.config import Config, load_config
 from transduce.data.dataset import Split
 from transduce.data.tasks import SHORTEST, examples_of_length
@@ -183,14 +183,13 @@ def t2t_accuracy(trainer: Trainer, cfg: Config, longest: int) -> dict[str, float
     computed (its text does not say)."""
     lengths = range(SHORTEST.get(cfg.data.task, 1), longest + 1)
     sources, refs = encoded(trainer, [examples_of_length(cfg.data, n, 1, seed=1)[0] for n in lengths])
-    dev = trainer.dev_loss(Split.from_lists(sources, refs))
-    return {"t2t_char": dev.forced.char, "t2t_seq": dev.forced.sequence}
+    return forced(trainer.dev_loss(Split.from_lists(sources, refs)), "t2t")
 
 
-def forced(dev: DevPass) -> dict[str, float]:
+def forced(dev: DevPass, name: str = "forced") -> dict[str, float]:
     """A pass's teacher-forced accuracy as a record holds it (the argmax at each position given
-    the reference's prefix)."""
-    return {"forced_char": dev.forced.char, "forced_seq": dev.forced.sequence}
+    the reference's prefix): `<name>_char` and `<name>_seq`."""
+    return {f"{name}_char": dev.forced.char, f"{name}_seq": dev.forced.sequence}
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -387,13 +386,6 @@ def papers_setting(args: argparse.Namespace, task: str) -> bool:
     return args.lte_len == 55 if TASKS[task].lte else (args.train_len, args.test_len) == (40, 400)
 
 
-def pair(rows: list[dict], char: str, seq: str) -> str:
-    """Mean char / seq over the rows, or '-' where a row lacks them (recorded before they were)."""
-    if not all(char in r for r in rows):
-        return "-"
-    return f"{statistics.fmean(r[char] for r in rows):.2f} / {statistics.fmean(r[seq] for r in rows):.2f}"
-
-
 def table_rows(
     grouped: dict[tuple[str, str, str], list[dict]], args: argparse.Namespace, where: str, dev: bool
 ) -> list[str]:
@@ -417,14 +409,14 @@ def table_rows(
             for side in ("encoder", "decoder")
             if f"{side}_ponder_mean" in rows[0]["ponder_test"]
         ]
-        forced = f"{pair(rows, 'forced_char', 'forced_seq')} | "
+        forced = f"{mean_pair(rows, 'forced_char', 'forced_seq')} | "
         if dev:
-            forced += f"{pair(rows, 't2t_char', 't2t_seq')} | "
+            forced += f"{mean_pair(rows, 't2t_char', 't2t_seq')} | "
         lines.append(
             f"| {task} | {LABELS[model]} | {positions} | {len(rows)} | {spread([r['char'] for r in rows])} | "
             f"{spread([r['seq'] for r in rows])} | {forced}"
             f"{f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else '-'} | "
-            + (f"{pair(rows, 'dev_char', 'dev_seq')} | " if dev else "")
+            + (f"{mean_pair(rows, 'dev_char', 'dev_seq')} | " if dev else "")
             + f"{' / '.join(ponder) or '-'} | {statistics.fmean(r['cpu_minutes'] for r in rows):.1f} |"
         )
     return lines
