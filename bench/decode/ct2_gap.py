@@ -30,6 +30,7 @@ from pathlib import Path
 import ctranslate2
 import sentencepiece
 
+from bench.decode.e2e import ENGINE_ROW, WARMUP_LINES
 from bench.peers.engines import translate_ct2
 from bench.records import host_line
 from transduce.data.corpus import read_lines
@@ -45,7 +46,8 @@ SEARCH_PARTS = {
 
 
 def profiled_parts(run: Callable[[], object]) -> dict[str, tuple[int, float]]:
-    """Calls and cumulative seconds of the engine's two search steps in one profiled run."""
+    """Calls and cumulative seconds of the engine's two search steps, and of all its
+    translate_batch calls, in one profiled run."""
     profile = cProfile.Profile()
     profile.runcall(run)
     found: dict[str, tuple[int, float]] = {}
@@ -99,8 +101,8 @@ def main() -> None:
     def run_raw(part: list[str] = lines) -> list[str]:
         return translate_ct2(raw, source, target, {**request, "lines": part})
 
-    engines = {"transduce --engine ctranslate2": run_ours, "CTranslate2": run_raw}
-    texts = {name: run(lines[:16]) for name, run in engines.items()}  # warm-up
+    engines = {ENGINE_ROW: run_ours, "CTranslate2": run_raw}
+    texts = {name: run(lines[:WARMUP_LINES]) for name, run in engines.items()}  # warm-up
     seconds: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(args.reps):
         for name, run in engines.items():
@@ -113,7 +115,7 @@ def main() -> None:
     print(f"{len(lines)} lines, {search}, {args.quantize} weights, {args.threads} thread(s); {host_line()}")
     for name, values in seconds.items():
         print(f"  {name}: median {medians[name]:.3f} s ({' '.join(f'{v:.3f}' for v in values)})")
-    ratio = medians["transduce --engine ctranslate2"] / medians["CTranslate2"]
+    ratio = medians[ENGINE_ROW] / medians["CTranslate2"]
     print(f"  ratio {ratio:.3f}; the same text on {same:.1%} of lines")
     if args.beam > 1:
         for part, (calls, cumulative) in profiled_parts(run_ours).items():
