@@ -6,10 +6,12 @@
 #       it, and "bench/out/algorithmic" to resume the cells an earlier session interrupted):
 #       1. unless JOBS is given, the jobs probe: cells per minute with PROBE (default 2,4,8) cells
 #          at once, 100-update UT cells; JOBS is then the best N;
-#       2. the grid at STEPS (default 10000) updates, 3 seeds: copy, reverse, addition x Transformer,
-#          UT, UT+ACT x positions none, offset, subset_spread, then Learning to Execute's memorisation
-#          and program tasks, JOBS cells at once, for what is left of MINUTES (then the running cells
-#          are interrupted and save a checkpoint). Cells with a committed record are skipped.
+#       2. the grid at STEPS (default 10000) updates, 3 seeds, JOBS cells at once, for what is left of
+#          MINUTES (then the running cells are interrupted and save a checkpoint): first copy, reverse,
+#          addition x Transformer, UT, UT+ACT with offsets over a range of 128 positions (the setting
+#          that carried copy furthest at 1,000 updates), then the same x positions none, offset,
+#          subset_spread, and Learning to Execute's memorisation and program tasks. Cells with a
+#          committed record are skipped.
 #       $OUT gets algorithmic.tar.xz.0, .1, ... (15 MiB parts of one archive): bench/records/algorithmic/
 #       (the new records and the probe's) and, in bench/out/algorithmic/, the unfinished cells' newest
 #       checkpoints and every cell's log. Here: `cat algorithmic.tar.xz.* | tar -xJf -`, commit
@@ -36,7 +38,13 @@ if [ -z "$JOBS" ]; then
     JOBS=$(sed -n 's/^best jobs: \([0-9]*\).*/\1/p' "$OUT/probe.log")
     JOBS=${JOBS:-4}
 fi
-left=$(( MINUTES - ($(date +%s) - began) / 60 - 1 ))  # a minute for packing
+minutes_left() { echo $(( MINUTES - ($(date +%s) - began) / 60 - 1 )); }  # a minute for packing
+left=$(minutes_left)
+if [ "$left" -gt 0 ]; then  # first the offsets over a range of 128, the setting closest to the paper's UT
+    python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
+        --seeds 3 --positions offset_range --position-range 128 --curve-every 1000 2>&1 | tee "$OUT/grid-range128.log"
+fi
+left=$(minutes_left)
 if [ "$left" -gt 0 ]; then
     python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
         --seeds 3 --lte --programs --curve-every 1000 2>&1 | tee "$OUT/grid.log"
