@@ -51,16 +51,23 @@ def runs_by_setting(records: Path) -> dict[tuple[str, str, str, str], list[dict]
     return grouped
 
 
-def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
-    """One setting's means over its seeds, at 400 and at each sweep length all its seeds have."""
-    lengths = set.intersection(*({int(n) for n in r["by_length"]} for r in runs))
+def means(folder: str, positions: str, runs: list[dict], char: str, seq: str) -> dict[str, Any]:
+    """One setting's mean character and sequence accuracy over its seeds, by the record fields
+    named (greedy's `char`/`seq`, or tensor2tensor's measure `t2t_char`/`t2t_seq`)."""
     return {
         "setting": folder,
         "positions": positions,
-        "char": round(statistics.fmean(r["char"] for r in runs), 4),
-        "seq": round(statistics.fmean(r["seq"] for r in runs), 4),
+        "char": round(statistics.fmean(r[char] for r in runs), 4),
+        "seq": round(statistics.fmean(r[seq] for r in runs), 4),
         "n": len(runs),
         "updates": sorted({r.get("updates", r["steps"]) for r in runs}),
+    }
+
+
+def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
+    """One setting's means over its seeds, at 400 and at each sweep length all its seeds have."""
+    lengths = set.intersection(*({int(n) for n in r["by_length"]} for r in runs))
+    return means(folder, positions, runs, "char", "seq") | {
         "device": sorted({device_of(r) for r in runs}),
         "by_length": {
             str(n): {
@@ -69,18 +76,6 @@ def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
             }
             for n in sorted(lengths)
         },
-    }
-
-
-def teacher_forced(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
-    """One setting's tensor2tensor measure, mean over its seeds."""
-    return {
-        "setting": folder,
-        "positions": positions,
-        "char": round(statistics.fmean(r["t2t_char"] for r in runs), 4),
-        "seq": round(statistics.fmean(r["t2t_seq"] for r in runs), 4),
-        "n": len(runs),
-        "updates": sorted({r.get("updates", r["steps"]) for r in runs}),
     }
 
 
@@ -96,7 +91,7 @@ def headline(records: Path) -> list[dict[str, Any]]:
     for (task, model, folder, positions), runs in runs_by_setting(records).items():
         candidates.setdefault((task, model), []).append(summary(folder, positions, runs))
         if all("t2t_char" in r for r in runs):
-            forced.setdefault((task, model), []).append(teacher_forced(folder, positions, runs))
+            forced.setdefault((task, model), []).append(means(folder, positions, runs, "t2t_char", "t2t_seq"))
     rows = []
     for task in TASKS:
         for model in MODELS:
