@@ -547,7 +547,7 @@ def headline_table(records: Path) -> Lines:
     rows = json.loads(path.read_text(encoding="utf-8"))
     for row in rows:
         row["model"] = LABELS[row["model"]]
-        row["setting"] = f"{row['setting'].rsplit('_', 1)[-1]}, {row['positions']}"
+        row["setting"] = f"{setting_id(row['setting'])}, {row['positions']}"
         row["paper"] = "{:.2f} / {:.2f}".format(*row["paper"])
         row["teacher_forced"] = best_forced(row["teacher_forced"])
     columns = {"task": "task", "model": "model", "char": "char", "seq": "seq", "n": "n", "updates": "updates"}
@@ -570,11 +570,16 @@ def headline_table(records: Path) -> Lines:
     ]
 
 
+def setting_id(folder: str) -> str:
+    """A grid setting folder's short name: the hash that ends it."""
+    return folder.rsplit("_", 1)[-1]
+
+
 def best_forced(best: dict | None) -> str:
     """A headline row's best setting by tensor2tensor's measure, in one cell."""
     if best is None:
         return "-"
-    where = f"{best['setting'].rsplit('_', 1)[-1]} {best['positions']}, {best['n']}, {best['updates']}"
+    where = f"{setting_id(best['setting'])} {best['positions']}, {best['n']}, {best['updates']}"
     return f"{best['char']:.2f} / {best['seq']:.2f} ({where})"
 
 

@@ -51,6 +51,11 @@ def runs_by_setting(records: Path) -> dict[tuple[str, str, str, str], list[dict]
     return grouped
 
 
+def one_or_all(values: set) -> Any:
+    """The one value the seeds agree on, as the issue's fields read, else all of them sorted."""
+    return values.pop() if len(values) == 1 else sorted(values)
+
+
 def means(folder: str, positions: str, runs: list[dict], char: str, seq: str) -> dict[str, Any]:
     """One setting's mean character and sequence accuracy over its seeds, by the record fields
     named (greedy's `char`/`seq`, or tensor2tensor's measure `t2t_char`/`t2t_seq`)."""
@@ -60,7 +65,7 @@ def means(folder: str, positions: str, runs: list[dict], char: str, seq: str) ->
         "char": round(statistics.fmean(r[char] for r in runs), 4),
         "seq": round(statistics.fmean(r[seq] for r in runs), 4),
         "n": len(runs),
-        "updates": sorted({r.get("updates", r["steps"]) for r in runs}),
+        "updates": one_or_all({r.get("updates", r["steps"]) for r in runs}),
     }
 
 
@@ -68,7 +73,7 @@ def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
     """One setting's means over its seeds, at 400 and at each sweep length all its seeds have."""
     lengths = set.intersection(*({int(n) for n in r["by_length"]} for r in runs))
     return means(folder, positions, runs, "char", "seq") | {
-        "device": sorted({device_of(r) for r in runs}),
+        "device": one_or_all({device_of(r) for r in runs}),
         "by_length": {
             str(n): {
                 "char": round(statistics.fmean(r["by_length"][str(n)]["char"] for r in runs), 4),
@@ -102,11 +107,6 @@ def headline(records: Path) -> list[dict[str, Any]]:
                     {"task": task, "model": model, **best(candidates[(task, model)])}
                     | {"teacher_forced": by_t2t, "paper": list(paper)}
                 )
-    for row in rows:  # one value where the seeds agree, as the issue's fields read
-        for key in ("updates", "device"):
-            row[key] = row[key][0] if len(row[key]) == 1 else row[key]
-        if row["teacher_forced"] and len(row["teacher_forced"]["updates"]) == 1:
-            row["teacher_forced"]["updates"] = row["teacher_forced"]["updates"][0]
     return rows
 
 
