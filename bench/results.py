@@ -588,7 +588,8 @@ def teacher_forced(records: Path) -> Lines:
     accuracy at 400 beside the argmax's given the reference's prefix, at 400 and over one example
     of each length 1..400 (tensor2tensor's dev set and default evaluation); means over seeds. Only
     the cells that learned the task in distribution (mean dev character accuracy >= LEARNED): for
-    the others, at chance, the two decodings say nothing about length (the notes list them)."""
+    the others, at chance, the two decodings say nothing about length (the notes list them)), each
+    at its longest training: shorter runs of a cell are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
         position_range = json.loads(setting_file.read_text(encoding="utf-8")).get("position_range")
@@ -602,6 +603,10 @@ def teacher_forced(records: Path) -> Lines:
     cells = {
         key: runs for key, runs in cells.items() if statistics.fmean(r["dev_char"] for r in runs) >= LEARNED
     }
+    longest: dict[tuple[str, str, str], int] = {}
+    for task, model, positions, updates in cells:
+        longest[task, model, positions] = max(updates, longest.get((task, model, positions), 0))
+    cells = {key: runs for key, runs in cells.items() if key[3] == longest[key[:3]]}
     if not cells:
         return []
 
@@ -627,7 +632,7 @@ def teacher_forced(records: Path) -> Lines:
         "each length 1-400 (tensor2tensor's dev set), char / seq, mean of n seeds; `offset_range` draws the "
         "offset over positions 0-2,047 (or the range in brackets) instead of the paper's k < n; the cells "
         f"that learned the task in distribution (dev characters >= {LEARNED}: the others are at chance, "
-        "see the [notes](results/algorithmic.md)):",
+        "see the [notes](results/algorithmic.md)), each at its most updates:",
         "",
         *markdown_table(rows),
     ]
