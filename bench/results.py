@@ -588,8 +588,8 @@ def teacher_forced(records: Path) -> Lines:
     accuracy at 400 beside the argmax's given the reference's prefix, at 400 and over one example
     of each length 1..400 (tensor2tensor's dev set and default evaluation); means over seeds. Only
     the cells that learned the task in distribution (mean dev character accuracy >= LEARNED): for
-    the others, at chance, the two decodings say nothing about length (the notes list them)), each
-    at its longest training: shorter runs of a cell are in the notes."""
+    the others, at chance, the two decodings say nothing about length (the notes list them). Each
+    cell at its longest training: its shorter runs are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
         position_range = json.loads(setting_file.read_text(encoding="utf-8")).get("position_range")
