@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, where bench/ is
 
-from bench.results import MAX_LINES, PAGE, RECORDS, newest, render
+from bench.results import MAX_LINES, PAGE, RECORDS, newest, render, teacher_forced
 
 
 def test_the_page_is_what_the_records_give():
@@ -43,3 +43,32 @@ def test_claims_whose_names_share_a_prefix_are_kept_apart():
     """`decode` must not pick up a `decode-e2e` record, however new."""
     assert newest(RECORDS, "decode", "decode")["claim"] == "decode"
     assert newest(RECORDS, "decode", "decode-e2e")["claim"] == "decode-e2e"
+
+
+def _run(
+    folder: Path, task: str, model: str, positions: str, updates: int, seed: int, **scores: float
+) -> None:
+    run = {"task": task, "model": model, "positions": positions, "updates": updates, "char": 0.5, "seq": 0.0}
+    run |= {"forced_char": 0.5, "forced_seq": 0.0, "dev_seq": 1.0} | scores
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{task}-{model}-{positions}-seed{seed}.json").write_text(json.dumps(run), encoding="utf-8")
+
+
+def test_the_teacher_forced_table_shows_each_model_at_its_best_learned_setting(tmp_path):
+    """Per (task, model): cells at chance in distribution are left out, each setting is taken at its
+    most updates, and of the settings the one best by tensor2tensor's measure is shown."""
+    short = tmp_path / "algorithmic" / "len40-400_steps1000_tok2048_aaaa"
+    long = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
+    for folder in (short, long):
+        folder.mkdir(parents=True)
+        (folder / "setting.json").write_text("{}", encoding="utf-8")
+    _run(short, "copy", "transformer", "none", 1000, 1, dev_char=0.9, t2t_char=0.99, t2t_seq=0.5)
+    _run(long, "copy", "transformer", "none", 10000, 1, dev_char=1.0, t2t_char=0.61, t2t_seq=0.1)
+    _run(long, "copy", "transformer", "offset", 10000, 1, dev_char=1.0, t2t_char=0.71, t2t_seq=0.2)
+    _run(long, "copy", "transformer", "offset", 10000, 2, dev_char=1.0, t2t_char=0.73, t2t_seq=0.4)
+    _run(long, "copy", "ut", "none", 10000, 1, dev_char=1.0, t2t_char=0.42, t2t_seq=0.0)
+    _run(long, "copy", "ut", "offset", 10000, 1, dev_char=0.2, t2t_char=0.95, t2t_seq=0.9)
+    rows = [line for line in teacher_forced(tmp_path) if line.startswith("| copy")]
+    assert len(rows) == 2
+    assert rows[0].startswith("| copy | Transformer | offset | 10000 | 2 |") and "| 0.72 / 0.30 |" in rows[0]
+    assert rows[1].startswith("| copy | UT | none | 10000 | 1 |") and "| 0.42 / 0.00 |" in rows[1]
