@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,29 @@ def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 cells done, 1 left for the next run" in done.stdout
+    assert list((tmp_path / "o").glob("*/copy-transformer-none-seed1/checkpoints/ckpt-*"))
+
+
+def test_ctrl_c_stops_the_pool_s_cells_with_checkpoints_and_one_line(tmp_path):
+    """SIGINT to the grid's process alone (`kill -INT`; a terminal's Ctrl-C reaches its cells too)
+    is passed on to the running cell, which saves a checkpoint; the grid then says so in one line
+    and exits 130, with no traceback."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
+    long = [*TINY[: TINY.index("--steps")], "--steps", "100000", *TINY[TINY.index("--steps") + 2 :]]
+    command = [sys.executable, "-m", "bench.algorithmic.grid", "--tasks", "copy", "--seeds", "1", *long]
+    command += ["--minutes", "30", "--records", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not any("step" in p.read_text() for p in (tmp_path / "o").glob("*/copy-*/train.log")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the cell never started training"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and err.strip().splitlines() == [err.strip()]
+    assert err.startswith("interrupted: ") and "resumes" in err
     assert list((tmp_path / "o").glob("*/copy-transformer-none-seed1/checkpoints/ckpt-*"))
 
 

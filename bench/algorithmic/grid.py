@@ -31,7 +31,8 @@ bench/records/algorithmic/<setting>/ (committed, so that the grid fills up over 
 the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
 from a result are evaluated from its checkpoint when it is still there, an interrupted run
-resumes from its last checkpoint, and a run that another invocation is training is left to it
+(--minutes, Ctrl-C, or `kill -INT` of the grid, which passes it on to its cells) resumes from the
+checkpoint it saved on its way out, and a run that another invocation is training is left to it
 (two one-thread invocations can fill one grid side by side). At the end the record folder gets
 results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
 accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
@@ -713,7 +714,15 @@ def main() -> None:
         return
     write_json(folder / "setting.json", setting(args))
     if not args.report:
-        run_cells(args, folder)
+        try:
+            run_cells(args, folder)
+        except KeyboardInterrupt:
+            print(
+                "interrupted: the finished cells' records are kept and the running cells saved "
+                "checkpoints; the same command resumes them",
+                file=sys.stderr,
+            )
+            sys.exit(130)
     report(args, folder)
     if args.report:
         headline.write(args.records)

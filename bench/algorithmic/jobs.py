@@ -56,16 +56,26 @@ class Finished:
 
 
 class Pool:
-    """Runs cell commands `jobs` at a time; after `deadline` (monotonic seconds) it starts no new
-    cell and interrupts the running ones (SIGINT: the trainer saves a checkpoint on its way out)."""
+    """Runs cell commands `jobs` at a time; after `deadline` (monotonic seconds), or on Ctrl-C, it
+    starts no new cell and interrupts the running ones (SIGINT: the trainer saves a checkpoint on
+    its way out)."""
 
     def __init__(self, jobs: int, env: dict[str, str], logs: Path, deadline: float | None = None) -> None:
         self.jobs, self.env, self.logs, self.deadline = jobs, env, logs, deadline
+        self.running: set[subprocess.Popen] = set()
         logs.mkdir(parents=True, exist_ok=True)
 
     def run(self, cells: list[tuple[str, list[str]]]) -> list[Finished]:
+        """Every cell's outcome; a KeyboardInterrupt passes on once the running cells have stopped."""
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(lambda cell: self._one(*cell), cells))
+            futures = [pool.submit(self._one, *cell) for cell in cells]
+            try:
+                return [future.result() for future in futures]
+            except KeyboardInterrupt:
+                self.deadline = time.monotonic()
+                for proc in list(self.running):
+                    proc.send_signal(signal.SIGINT)
+                raise
 
     def _one(self, name: str, command: list[str]) -> Finished:
         if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -73,7 +83,9 @@ class Pool:
         began = time.monotonic()
         with open(self.logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            self.running.add(proc)
             status = self._wait(proc)
+            self.running.discard(proc)
         done = Finished(name, status, (time.monotonic() - began) / 60)
         print(
             f"cell {name}: exit {status} after {done.minutes:.1f} min (log {self.logs / name}.log)",
