@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.algorithmic import headline
 from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
 from bench.gpu.session import FAST, FAST_COMPILED, MASTER
 from bench.mt import compare
@@ -583,9 +584,10 @@ def best_forced(best: dict | None) -> str:
     return f"{best['char']:.2f} / {best['seq']:.2f} ({where})"
 
 
-def t2t_char(runs: list[dict]) -> float:
-    """Mean character accuracy by tensor2tensor's measure (teacher-forced over lengths 1..400)."""
-    return statistics.fmean(r["t2t_char"] for r in runs)
+def t2t_rank(runs: list[dict]) -> tuple[float, float, int]:
+    """A cell's standing by tensor2tensor's measure, ranked as the headline ranks settings."""
+    means = {f: statistics.fmean(r[f"t2t_{f}"] for r in runs) for f in ("seq", "char")}
+    return headline.rank(means | {"n": len(runs)})
 
 
 def teacher_forced(records: Path) -> Lines:
@@ -594,8 +596,9 @@ def teacher_forced(records: Path) -> Lines:
     of each length 1..400 (tensor2tensor's dev set and default evaluation); means over seeds. Only
     the cells that learned the task in distribution (mean dev character accuracy >= LEARNED): for
     the others, at chance, the two decodings say nothing about length (the notes list them). Each
-    (task, model) at its best positions setting by tensor2tensor's character accuracy, that setting at
-    its longest training: the other settings and shorter runs are in the notes."""
+    (task, model) at its best positions setting by tensor2tensor's measure, ranked as the headline
+    ranks (`headline.best`), that setting at its longest training: the other settings and shorter
+    runs are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
         position_range = json.loads(setting_file.read_text(encoding="utf-8")).get("position_range")
@@ -614,9 +617,8 @@ def teacher_forced(records: Path) -> Lines:
         longest[task, model, positions] = max(updates, longest.get((task, model, positions), 0))
     cells = {key: runs for key, runs in cells.items() if key[3] == longest[key[:3]]}
     best: dict[tuple[str, str], tuple[str, str, str, int]] = {}
-    for key, runs in cells.items():
-        incumbent = best.get(key[:2])
-        if incumbent is None or t2t_char(runs) > t2t_char(cells[incumbent]):
+    for key in cells:
+        if key[:2] not in best or t2t_rank(cells[key]) > t2t_rank(cells[best[key[:2]]]):
             best[key[:2]] = key
     cells = {key: cells[key] for key in best.values()}
     if not cells:
@@ -645,7 +647,8 @@ def teacher_forced(records: Path) -> Lines:
         "offset over positions 0-2,047 (or the range in brackets) instead of the paper's k < n; the cells "
         f"that learned the task in distribution (dev characters >= {LEARNED}: the others are at chance, "
         "see the [notes](results/algorithmic.md)), each model at its best positions by the teacher-forced "
-        "1-400 characters, at that setting's most updates:",
+        "1-400 accuracy (ranked as the headline ranks: sequences, then characters), at that setting's "
+        "most updates:",
         "",
         *markdown_table(rows),
     ]

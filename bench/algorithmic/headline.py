@@ -84,9 +84,14 @@ def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
     }
 
 
+def rank(candidate: dict[str, Any]) -> tuple[float, float, int]:
+    """What makes a setting best: its mean sequence accuracy, then character accuracy, then seeds."""
+    return candidate["seq"], candidate["char"], candidate["n"]
+
+
 def best(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """The highest mean sequence accuracy, then character accuracy, then the most seeds."""
-    return max(candidates, key=lambda s: (s["seq"], s["char"], s["n"]))
+    """The candidate of highest `rank`."""
+    return max(candidates, key=rank)
 
 
 def headline(records: Path) -> list[dict[str, Any]]:
