@@ -29,10 +29,20 @@ TINY = [
 ]
 
 
+GRID_ENV = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
+
+
 def grid(*args: str | Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
     command = [sys.executable, "-m", "bench.algorithmic.grid", *map(str, args)]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=ROOT, env=GRID_ENV, capture_output=True, text=True, timeout=600)
+
+
+def long_grid(tmp_path: Path, minutes: str) -> list[str]:
+    """A grid of one copy cell of 100,000 tiny updates (far more than a test waits for), run as a
+    pool with a --minutes deadline, recording under tmp_path."""
+    long = [*TINY[: TINY.index("--steps")], "--steps", "100000", *TINY[TINY.index("--steps") + 2 :]]
+    command = [sys.executable, "-m", "bench.algorithmic.grid", "--tasks", "copy", "--seeds", "1", *long]
+    return [*command, "--minutes", minutes, "--records", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
 
 
 def test_the_settings_recorded_before_the_new_options_keep_their_names():
@@ -80,14 +90,10 @@ def test_parallel_cells_record_device_updates_and_curve_and_a_rerun_skips_them(t
 def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_path):
     """A shell's background job ignores SIGINT, and its children inherit that: the cell must
     still stop at --minutes (saving a checkpoint) instead of training on to the end."""
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
-    long = [*TINY[: TINY.index("--steps")], "--steps", "100000", *TINY[TINY.index("--steps") + 2 :]]
-    command = [sys.executable, "-m", "bench.algorithmic.grid", "--tasks", "copy", "--seeds", "1", *long]
-    command += ["--minutes", "0.25", "--records", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
     done = subprocess.run(
-        command,
+        long_grid(tmp_path, "0.25"),
         cwd=ROOT,
-        env=env,
+        env=GRID_ENV,
         capture_output=True,
         text=True,
         timeout=120,
@@ -102,12 +108,13 @@ def test_ctrl_c_stops_the_pool_s_cells_with_checkpoints_and_one_line(tmp_path):
     """SIGINT to the grid's process alone (`kill -INT`; a terminal's Ctrl-C reaches its cells too)
     is passed on to the running cell, which saves a checkpoint; the grid then says so in one line
     and exits 130, with no traceback."""
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
-    long = [*TINY[: TINY.index("--steps")], "--steps", "100000", *TINY[TINY.index("--steps") + 2 :]]
-    command = [sys.executable, "-m", "bench.algorithmic.grid", "--tasks", "copy", "--seeds", "1", *long]
-    command += ["--minutes", "30", "--records", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
     proc = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        long_grid(tmp_path, "30"),
+        cwd=ROOT,
+        env=GRID_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while not any("step" in p.read_text() for p in (tmp_path / "o").glob("*/copy-*/train.log")):
