@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root, where bench/ is
 
 from bench.algorithmic import headline  # noqa: E402
-from bench.algorithmic.grid import parse, setting_name  # noqa: E402
+from bench.algorithmic.grid import POSITIONS, config, parse, setting_name  # noqa: E402
 from bench.algorithmic.jobs import cell_argv  # noqa: E402
 
 TINY = [
@@ -53,6 +53,18 @@ def test_the_settings_recorded_before_the_new_options_keep_their_names():
     assert not setting_name(parse(["--act-tau", "0.001"])).endswith("06b7eff0")
     assert not setting_name(parse(["--program-len", "4"])).endswith("06b7eff0")
     assert not setting_name(parse(["--position-range", "128"])).endswith("06b7eff0")
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+def test_every_positions_choice_is_a_valid_configuration_of_the_draw_it_names(positions):
+    """Each --positions name loads as a configuration whose randomisation and draw are the ones its
+    name says (the draw is per_stack or per_step where the name ends so, shared otherwise)."""
+    model = config(parse(["--position-range", "128"]), "reverse", "ut_act", positions, 1).model
+    mode = positions.removesuffix("_spread").removesuffix("_per_stack").removesuffix("_per_step")
+    assert model.position_randomisation == mode
+    draw = next((d for d in ("per_stack", "per_step") if positions.endswith(d)), "shared")
+    assert positions == "none" or model.position_draw == draw
+    assert model.position_eval == ("spread" if positions.endswith("_spread") else "dense")
 
 
 def test_a_cell_process_gets_the_grid_arguments_without_the_pools():

@@ -92,6 +92,12 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
     # offsets over the whole position range (2,048), so that training meets the test's positions
     "offset_range": ["model.position_randomisation=offset_range", "model.position_draw=shared"],
+    # the same range drawn by each stack for itself: source and target positions no longer line up,
+    # so a model cannot reverse by position and must find its place by content
+    "offset_range_per_stack": [
+        "model.position_randomisation=offset_range",
+        "model.position_draw=per_stack",
+    ],
 }
 SETTING_KEYS = [  # every argument a run's result depends on (not the grid, threads or output)
     *("train_len", "test_len", "lte_len", "steps", "max_tokens", "train_size", "eval_size", "sweep_size"),
@@ -431,6 +437,7 @@ POSITION_STYLES = {
     "offset_per_stack": ("--", "v"),
     "offset_per_step": (":", "x"),
     "offset_range": ("--", "P"),
+    "offset_range_per_stack": (":", "P"),
     "subset": ("-.", "^"),
     "subset_per_stack": ("-.", "v"),
     "subset_spread": ("-.", "D"),
