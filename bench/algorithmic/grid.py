@@ -704,6 +704,10 @@ def run_cells(args: argparse.Namespace, folder: Path) -> None:
 
 def main() -> None:
     args = parse()
+    # A grid started in the background (`nohup ... &`) has SIGINT ignored, and Python keeps that:
+    # `kill -INT` would do nothing, and the cells inherit it, so the pool's interruption at
+    # --minutes would wait for them to finish. Training saves a checkpoint on its way out.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.jobs_probe:
         counts = [int(n) for n in args.jobs_probe.split(",") if n.strip()]
         env = cell_env(args.device, args.threads)
@@ -713,11 +717,11 @@ def main() -> None:
     folder = args.records / setting_name(args)
     folder.mkdir(parents=True, exist_ok=True)
     if args.cell:
-        # A grid started in the background (`... &`) has SIGINT ignored, and its cells inherit that:
-        # the pool's interruption at --minutes would wait for them to finish. Training saves a
-        # checkpoint on its way out of a KeyboardInterrupt.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        run(args, folder, args.cell)
+        try:
+            run(args, folder, args.cell)
+        except KeyboardInterrupt:
+            print(f"interrupted: cell {cell_name(args.cell)}; the same command resumes it", file=sys.stderr)
+            sys.exit(130)
         return
     write_json(folder / "setting.json", setting(args))
     if not args.report:
