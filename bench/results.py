@@ -597,7 +597,7 @@ def teacher_forced(records: Path) -> Lines:
     the cells that learned the task in distribution (mean dev character accuracy >= LEARNED): for
     the others, at chance, the two decodings say nothing about length (the notes list them). Each
     (task, model) at its best positions setting by tensor2tensor's measure, ranked as the headline
-    ranks (`headline.best`), that setting at its longest training: the other settings and shorter
+    ranks (`headline.rank`), that setting at its longest training: the other settings and shorter
     runs are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for setting_file in sorted(records.glob("algorithmic/*/setting.json")):

@@ -63,7 +63,7 @@ def test_every_positions_choice_is_a_valid_configuration_of_the_draw_it_names(po
     mode = positions.removesuffix("_spread").removesuffix("_per_stack").removesuffix("_per_step")
     assert model.position_randomisation == mode
     draw = next((d for d in ("per_stack", "per_step") if positions.endswith(d)), "shared")
-    assert positions == "none" or model.position_draw == draw
+    assert model.position_draw == draw
     assert model.position_eval == ("spread" if positions.endswith("_spread") else "dense")
 
 

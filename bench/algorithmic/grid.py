@@ -92,8 +92,8 @@ POSITIONS = {  # position randomisation: one draw per pass shared by both stacks
     "offset_per_step": ["model.position_randomisation=offset", "model.position_draw=per_step"],
     # offsets over the whole position range (2,048), so that training meets the test's positions
     "offset_range": ["model.position_randomisation=offset_range", "model.position_draw=shared"],
-    # the same range drawn by each stack for itself: source and target positions no longer line up,
-    # so a model cannot reverse by position and must find its place by content
+    # the same range drawn by each stack for itself, as tensor2tensor's UT draws: source and target
+    # positions no longer line up (tried as a push to reverse by content; models still use position)
     "offset_range_per_stack": [
         "model.position_randomisation=offset_range",
         "model.position_draw=per_stack",
