@@ -543,6 +543,36 @@ def test_sigint_saves_the_steps_trained_and_exits(tmp_path, signum, status):
     assert "steps so far saved in" in output.replace("\n", " ")
 
 
+@pytest.mark.parametrize("ending", ["finished", "error"])
+def test_train_holds_sigterm_only_while_it_trains(tmp_path, monkeypatch, ending):
+    """SIGTERM saves and exits 143 while training runs; once the run is saved, it is ignored while
+    the report (or the one error line) goes out, and `train` gives the caller's handler back when
+    it returns. torchrun's agent stops the survivor of a lost node with SIGTERM as it exits, and the
+    training handler's SystemExit inside an exit handler printed a traceback (test_train_nodes,
+    once in a loaded suite)."""
+    import transduce.cli.training as training
+
+    seen = []
+    report = training.report_end
+    monkeypatch.setattr(
+        training, "report_end", lambda *a: seen.append(signal.getsignal(signal.SIGTERM)) or report(*a)
+    )
+    run = tmp_path / "r"
+    held = RunLock(train_tiny(run, 2)) if ending == "error" else contextlib.nullcontext()
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with held:  # a run in use by another process: refused once training starts, exit 2
+            result = CliRunner().invoke(
+                app, ["train", "small", *TINY, "train.steps=4", "--run-dir", str(run)]
+            )
+        assert result.exit_code == (0 if ending == "finished" else 2), result.output
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "train kept its SIGTERM handler"
+        assert seen == ([signal.SIG_IGN] if ending == "finished" else [])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_resume_without_its_best_checkpoint_warns_and_chooses_a_new_best(tmp_path):
     run = train_tiny(tmp_path / "r", 2)
     checkpoints = run / "checkpoints"

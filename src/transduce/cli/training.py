@@ -74,16 +74,26 @@ def train(
         cfg = config_from(config, overrides or [])
         run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()
-    signal.signal(signal.SIGTERM, _terminated)  # saved on the way out, as Ctrl-C is
+    previous = signal.signal(signal.SIGTERM, _terminated)  # saved on the way out, as Ctrl-C is
     # A shell starts background jobs with SIGINT ignored, and Python keeps that: `kill -INT` of
     # such a run would do nothing. Training saves before it stops, so Ctrl-C always stops it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
-        trainer = Trainer(cfg, run, env, show_progress=progress)
-        init = None if init_from is None else partial(trainer.init_from, init_from, keep_optimizer, keep_step)
-        metrics = trainer.fit(resume=resume, init=init)
-    if env.main:
-        report_end(trainer, run, metrics)
+    try:
+        with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
+            try:
+                trainer = Trainer(cfg, run, env, show_progress=progress)
+                init = None
+                if init_from is not None:
+                    init = partial(trainer.init_from, init_from, keep_optimizer, keep_step)
+                metrics = trainer.fit(resume=resume, init=init)
+            finally:
+                # Saved: a SIGTERM now (torchrun's agent stopping the survivor of a lost node, say)
+                # is ignored, so that it cuts neither the error line nor the report short.
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if env.main:
+            report_end(trainer, run, metrics)
+    finally:  # the process's own again, before its exit handlers run: a SIGTERM among them
+        signal.signal(signal.SIGTERM, previous)  # raised SystemExit there and printed a traceback
 
 
 def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:
