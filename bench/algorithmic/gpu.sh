@@ -22,6 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
 MINUTES=${1:?usage: bench/algorithmic/gpu.sh MINUTES [JOBS]}
 JOBS=${2:-}
+RANGE=${RANGE:-512}  # the offset range of the first grid
 OUT=${OUT:-bench/out/gpu-algorithmic}
 mkdir -p "$OUT"
 began=$(date +%s)
@@ -43,8 +44,8 @@ minutes_left() { echo $(( MINUTES - ($(date +%s) - began) / 60 - 1 )); }  # a mi
 left=$(minutes_left)
 if [ "$left" -gt 0 ]; then  # first the offsets over a range, the setting closest to the paper's UT
     python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
-        --seeds 3 --positions offset_range --position-range "${RANGE:-512}" --curve-every 1000 2>&1 \
-        | tee "$OUT/grid-range${RANGE:-512}.log"
+        --seeds 3 --positions offset_range --position-range "$RANGE" --curve-every 1000 2>&1 \
+        | tee "$OUT/grid-range$RANGE.log"
 fi
 left=$(minutes_left)
 if [ "$left" -gt 0 ]; then
