@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))  # the repository root, where bench/ is
 from bench.algorithmic import headline  # noqa: E402
 from bench.algorithmic.grid import POSITIONS, config, parse, setting_name  # noqa: E402
 from bench.algorithmic.jobs import cell_argv  # noqa: E402
+from transduce.fileio import RunLock  # noqa: E402
 
 TINY = [
     *("--models", "transformer", "--positions", "none", "--steps", "3", "--width", "16", "--d-ff", "32"),
@@ -97,6 +98,24 @@ def test_parallel_cells_record_device_updates_and_curve_and_a_rerun_skips_them(t
     assert again.returncode == 0, again.stderr
     assert "0 cells done" in again.stdout and [f.stat().st_mtime_ns for f in files] == stamps
     assert "Learning to Execute program evaluation" in (folder / "table.md").read_text()
+
+
+def test_a_cell_another_invocation_holds_is_left_to_it_and_recorded_once_free(tmp_path):
+    """Two invocations fill one grid side by side. A cell is held from its check to its record, not
+    only while it trains: an invocation that found a run trained to the end but still being
+    evaluated used to evaluate it again and overwrite its record with its own seconds of work."""
+    args = ["--tasks", "copy", "--seeds", "1", *TINY, "--records", f"{tmp_path}/r", "--out", f"{tmp_path}/o"]
+    name = setting_name(parse(args))
+    work = tmp_path / "o" / name / "copy-transformer-none-seed1"
+    record = tmp_path / "r" / name / "copy-transformer-none-seed1.json"
+    with RunLock(work, ".cell-lock", "bench.algorithmic.grid"):
+        held = grid(*args)
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert f"skipped: {work} is in use by process {os.getpid()} on " in held.stdout
+    assert "(bench.algorithmic.grid, since" in held.stdout and not record.exists()
+    free = grid(*args)
+    assert free.returncode == 0, free.stdout + free.stderr
+    assert json.loads(record.read_text())["updates"] == 3
 
 
 def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_path):

@@ -32,17 +32,18 @@ the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
 from a result are evaluated from its checkpoint when it is still there, an interrupted run
 (--minutes, Ctrl-C, or `kill -INT` of the grid, which passes it on to its cells) resumes from the
-checkpoint it saved on its way out, and a run that another invocation is training is left to it
-(two one-thread invocations can fill one grid side by side). At the end the record folder gets
-results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
-accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
---report writes them, training nothing. The results page (docs/results.md) summarises the main
-setting's runs.
+checkpoint it saved on its way out, and a run that another invocation is training or evaluating
+is left to it (two one-thread invocations can fill one grid side by side). At the end the record
+folder gets results.json, table.md (mean ± standard deviation over seeds beside the paper's
+numbers) and accuracy_by_length.png, each over every run recorded at the setting (not only this
+invocation's); --report writes them, training nothing. The results page (docs/results.md)
+summarises the main setting's runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -225,15 +226,6 @@ def curve(history: list[dict]) -> list[dict[str, float]]:
     ]
 
 
-def in_use(work: Path) -> str | None:
-    """Who trains this run now, when another invocation does (its lock is held), else None."""
-    try:
-        with RunLock(work):
-            return None
-    except OutputError as held:
-        return str(held)
-
-
 Cell = tuple[str, str, str, int]  # task, model, positions, seed
 
 
@@ -299,17 +291,27 @@ def new_result(
 
 
 def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
-    """Train and evaluate one (task, model, positions, seed), or complete its stored result; a run
-    that another invocation is training is left to it, so several invocations can fill one grid."""
+    """Train and evaluate one (task, model, positions, seed), or complete its stored result. The
+    cell is locked from its check to its record, so a run that another invocation trains or
+    evaluates is left to it, and several invocations can fill one grid."""
     if not pending(args, folder, cell):
         return  # complete, or recorded in an earlier session whose checkpoint is gone
+    work = args.out / folder.name / cell_name(cell)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(RunLock(work, ".cell-lock", "bench.algorithmic.grid"))
+        except OutputError as taken:
+            print(f"skipped: {taken}", flush=True)
+            return
+        if pending(args, folder, cell):  # another invocation may have recorded it meanwhile
+            measure(args, folder, cell, work)
+
+
+def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> None:
+    """Train a cell in `work` (or resume it) and record what its result lacks."""
     result_file = folder / f"{cell_name(cell)}.json"
     result = json.loads(result_file.read_text()) if result_file.exists() else None
     missing = missing_lengths(args, cell[0], result)
-    work = args.out / folder.name / cell_name(cell)
-    if (holder := in_use(work)) is not None:
-        print(f"skipped: {holder}", flush=True)
-        return
     cfg = config(args, *cell)
     cpu, wall = time.process_time(), time.monotonic()
     trainer = Trainer(cfg, work, show_progress=args.progress)

@@ -351,10 +351,13 @@ class RunLock:
     """An exclusive lock on a run directory, held while one process trains into it.
 
     The kernel drops an `flock` when its process dies, so a lock left by a killed run is
-    taken over at once; the lock file names the holder for the error message."""
+    taken over at once; the lock file names the holder for the error message. A tool that
+    does more with a run than train it (train, then evaluate) holds a lock of its own `name`
+    around the whole, since training takes the directory's `.lock` itself."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / ".lock"
+    def __init__(self, run_dir: Path, name: str = ".lock", holder: str = "transduce train") -> None:
+        self.path = Path(run_dir) / name
+        self.holder = holder
         self.file: IO[str] | None = None
 
     def __enter__(self) -> RunLock:
@@ -375,7 +378,7 @@ class RunLock:
         file.seek(0)
         file.truncate()
         started = time.strftime("%Y-%m-%d %H:%M:%S")
-        file.write(f"process {os.getpid()} on {socket.gethostname()} (transduce train, since {started})\n")
+        file.write(f"process {os.getpid()} on {socket.gethostname()} ({self.holder}, since {started})\n")
         file.flush()
         self.file = file
         return self
