@@ -100,19 +100,25 @@ def test_parallel_cells_record_device_updates_and_curve_and_a_rerun_skips_them(t
     assert "Learning to Execute program evaluation" in (folder / "table.md").read_text()
 
 
-def test_a_cell_another_invocation_holds_is_left_to_it_and_recorded_once_free(tmp_path):
+@pytest.mark.parametrize(
+    ("lock", "holder"), [(".cell-lock", "bench.algorithmic.grid"), (".lock", "transduce train")]
+)
+def test_a_cell_another_invocation_holds_is_left_to_it_and_recorded_once_free(tmp_path, lock, holder):
     """Two invocations fill one grid side by side. A cell is held from its check to its record, not
     only while it trains: an invocation that found a run trained to the end but still being
-    evaluated used to evaluate it again and overwrite its record with its own seconds of work."""
+    evaluated used to evaluate it again and overwrite its record with its own seconds of work. A
+    run that a training process holds (`transduce train`, or a grid from before the cell lock) is
+    left to it too, with one line, not a traceback."""
     args = ["--tasks", "copy", "--seeds", "1", *TINY, "--records", f"{tmp_path}/r", "--out", f"{tmp_path}/o"]
     name = setting_name(parse(args))
     work = tmp_path / "o" / name / "copy-transformer-none-seed1"
     record = tmp_path / "r" / name / "copy-transformer-none-seed1.json"
-    with RunLock(work, ".cell-lock", "bench.algorithmic.grid"):
+    with RunLock(work, lock, holder):
         held = grid(*args)
     assert held.returncode == 0, held.stdout + held.stderr
     assert f"skipped: {work} is in use by process {os.getpid()} on " in held.stdout
-    assert "(bench.algorithmic.grid, since" in held.stdout and not record.exists()
+    assert f"({holder}, since" in held.stdout and not record.exists()
+    assert "Traceback" not in held.stdout + held.stderr
     free = grid(*args)
     assert free.returncode == 0, free.stdout + free.stderr
     assert json.loads(record.read_text())["updates"] == 3

@@ -300,6 +300,8 @@ def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(RunLock(work, ".cell-lock", "bench.algorithmic.grid"))
+            with RunLock(work):  # nor one that `transduce train` (or an older grid) trains
+                pass
         except OutputError as taken:
             print(f"skipped: {taken}", flush=True)
             return
