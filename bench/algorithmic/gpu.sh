@@ -9,10 +9,11 @@
 #       2. the grid at STEPS (default 10000) updates, 3 seeds, JOBS cells at once, for what is left of
 #          MINUTES (then the running cells are interrupted and save a checkpoint): first copy, reverse,
 #          addition x Transformer, UT, UT+ACT with offsets over a range of RANGE (default 512)
-#          positions (on the CPU at 10k updates the Transformer reversed furthest over 512: 0.45 of
-#          characters by tensor2tensor's measure, against 0.34 over 256 and 0.20 over 128), then the
-#          same x positions none, offset, subset_spread, and Learning to Execute's memorisation and
-#          program tasks. Cells with a committed record are skipped.
+#          positions (on the CPU at 10k updates the Transformer reversed furthest over 512: 0.37 of
+#          characters by tensor2tensor's measure over three seeds, against 0.20 over 128; copy there
+#          has not left its longer plateau, 0.42 against 0.92), then the same x positions none,
+#          offset, subset_spread, and Learning to Execute's memorisation and program tasks. Cells
+#          with a committed record are skipped.
 #       $OUT gets algorithmic.tar.xz.0, .1, ... (15 MiB parts of one archive): bench/records/algorithmic/
 #       (the new records and the probe's) and, in bench/out/algorithmic/, the unfinished cells' newest
 #       checkpoints and every cell's log. Here: `cat algorithmic.tar.xz.* | tar -xJf -`, commit
