@@ -124,6 +124,47 @@ def test_a_cell_another_invocation_holds_is_left_to_it_and_recorded_once_free(tm
     assert json.loads(record.read_text())["updates"] == 3
 
 
+def test_a_longer_budget_continues_the_shorter_run_and_is_the_run_trained_from_the_start(tmp_path):
+    """--continue-from copies the same cell's finished run at fewer updates, never changing it, and
+    trains on. The learning rate ignores the total and a resume is exact, so the record is the one
+    a run from the first update gives; it names its origin and counts the origin's training CPU.
+    An origin without a record (still training or evaluating) is waited for, not copied."""
+
+    def at(steps: int, where: str, *more: str) -> subprocess.CompletedProcess:
+        tiny = [*TINY[: TINY.index("--steps")], "--steps", str(steps), *TINY[TINY.index("--steps") + 2 :]]
+        out = ("--records", tmp_path / where / "r", "--out", tmp_path / where / "o")
+        return grid("--tasks", "copy", "--seeds", "1", "--curve-every", "1", *tiny, *out, *more)
+
+    def record(where: str, steps: int) -> dict:
+        (path,) = (tmp_path / where / "r").glob(f"*_steps{steps}_*/copy-transformer-none-seed1.json")
+        return json.loads(path.read_text())
+
+    assert at(3, "a").returncode == 0
+    shorter = record("a", 3)
+    (origin,) = (tmp_path / "a" / "o").glob("*_steps3_*/copy-transformer-none-seed1")
+    files = {p: p.stat().st_mtime_ns for p in origin.rglob("*") if p.is_file() and p.name[0] != "."}
+    (kept,) = (tmp_path / "a" / "r").glob("*_steps3_*/copy-transformer-none-seed1.json")
+    kept.rename(kept.with_suffix(".away"))
+    waiting = at(6, "a", "--continue-from", "3")
+    assert waiting.returncode == 0 and f"skipped: {origin} has no record yet" in waiting.stdout
+    assert not list((tmp_path / "a" / "r").glob("*_steps6_*/*-seed1.json"))
+    kept.with_suffix(".away").rename(kept)
+    longer = at(6, "a", "--continue-from", "3")
+    assert longer.returncode == 0 and f"continues {origin} from update 3" in longer.stdout, longer.stdout
+    straight = at(6, "b", "--continue-from", "3")
+    assert straight.returncode == 0 and "to continue; it trains from update 1" in straight.stdout
+    continued, fresh = record("a", 6), record("b", 6)
+    (log,) = (tmp_path / "a" / "o").glob("*_steps6_*/copy-transformer-none-seed1/train.log")
+    assert "train.steps=3 reached" in log.read_text() and log.read_text().count(" step 1: ") == 1
+    assert continued["continued_from"] == f"{origin.parent.name}/{origin.name}"
+    assert "continued_from" not in fresh
+    assert continued["train_cpu_minutes"] > shorter["train_cpu_minutes"] == continued["continued_cpu_minutes"]
+    assert continued["updates"] == fresh["updates"] == 6
+    for key in ("curve", "char", "seq", "dev_loss", "forced_char", "t2t_char", "by_length"):
+        assert continued[key] == fresh[key], key
+    assert {p: p.stat().st_mtime_ns for p in files} == files and record("a", 3) == shorter
+
+
 def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_path):
     """A shell's background job ignores SIGINT, and its children inherit that: the cell must
     still stop at --minutes (saving a checkpoint) instead of training on to the end."""
@@ -188,6 +229,8 @@ def test_the_jobs_probe_records_cells_per_minute(tmp_path):
         (["--jobs", "0"], "--jobs 0: must be at least 1"),
         (["--device", "gpu"], "argument --device: invalid choice"),
         (["--cell", "copy:nope:none:1"], "error: --cell copy:nope:none:1: want TASK:MODEL:POSITIONS:SEED"),
+        (["--continue-from", "1000"], "--continue-from 1000: must lie in 1..999 (below --steps)"),
+        (["--steps", "9", "--continue-from", "0"], "--continue-from 0: must lie in 1..8 (below --steps)"),
     ],
 )
 def test_bad_arguments_are_one_error_line(tmp_path, args, message):

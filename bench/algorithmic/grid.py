@@ -25,8 +25,10 @@ Per run: training with transduce's Trainer, then greedy decoding: character and 
 at --test-len (--eval-size examples, the test_long split) and at each of --lengths (--sweep-size
 examples each), ACT ponder steps (mean and max per side, on dev and teacher-forced at --test-len),
 CPU minutes (of the invocation that finished the run; train_minutes counts training across
-resumes). --lte adds Learning to Execute's memorisation tasks (copy, double, reverse of 55 digits,
-in distribution: their headline is the dev split). A run's result is a JSON file in
+resumes). --continue-from N starts each cell from the same cell's finished run at N updates (a
+copy; the learning rate does not depend on the total, so it is the longer run itself). --lte adds
+Learning to Execute's memorisation tasks (copy, double, reverse of 55 digits, in distribution:
+their headline is the dev split). A run's result is a JSON file in
 bench/records/algorithmic/<setting>/ (committed, so that the grid fills up over several sessions;
 the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
@@ -57,7 +59,7 @@ from typing import Any
 
 import torch
 
-from bench.algorithmic import headline
+from bench.algorithmic import continuation, headline
 from bench.algorithmic.jobs import GRID, Pool, cell_argv, cell_env, probe
 from bench.algorithmic.tasks import LABELS, PAPER, TASKS
 from bench.records import BENCH, ROOT, cpu_name, host_line, mean_pair, spread
@@ -299,14 +301,30 @@ def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
     work = args.out / folder.name / cell_name(cell)
     with contextlib.ExitStack() as held:
         try:
-            held.enter_context(RunLock(work, ".cell-lock", "bench.algorithmic.grid"))
+            held.enter_context(RunLock(work, ".cell-lock", continuation.HOLDER))
             with RunLock(work):  # nor one that `transduce train` (or an older grid) trains
                 pass
+            if not pending(args, folder, cell):  # another invocation recorded it meanwhile
+                return
+            continue_cell(args, cell, work)
         except OutputError as taken:
             print(f"skipped: {taken}", flush=True)
             return
-        if pending(args, folder, cell):  # another invocation may have recorded it meanwhile
-            measure(args, folder, cell, work)
+        measure(args, folder, cell, work)
+
+
+def continue_cell(args: argparse.Namespace, cell: Cell, work: Path) -> None:
+    """With --continue-from N: a cell with no checkpoint of its own starts from the same cell's
+    finished run at N updates (the setting that differs only in --steps), copied into `work`."""
+    if args.continue_from is None:
+        return
+    shorter = setting_name(argparse.Namespace(**{**vars(args), "steps": args.continue_from}))
+    name = f"{shorter}/{cell_name(cell)}"
+    source, record = args.out / name, args.records / f"{name}.json"
+    if continuation.adopt(source, record, work, name):
+        print(f"{cell_name(cell)}: continues {source} from update {args.continue_from}", flush=True)
+    elif not (work / "checkpoints").exists():
+        print(f"{cell_name(cell)}: no run at {source} to continue; it trains from update 1", flush=True)
 
 
 def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> None:
@@ -320,6 +338,9 @@ def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> N
     metrics = trainer.fit(resume=True)  # a finished run only loads its weights
     if result is None:
         result = new_result(args, cell, trainer, metrics, time.process_time() - cpu)
+        origin = continuation.continued(work)
+        result["train_cpu_minutes"] += origin.get("continued_cpu_minutes", 0.0)
+        result.update(origin)
     began = time.process_time()
     if "forced_char" not in result:
         result.update(forced(trainer.dev_loss(trainer.data.splits[TASKS[cell[0]].headline])))
@@ -628,6 +649,15 @@ def compute_options(parser: argparse.ArgumentParser) -> None:
         help="with --jobs: start no cell after this many minutes and interrupt the running ones (they "
         "save a checkpoint and resume on the next invocation; their records come then)",
     )
+    compute.add_argument(
+        "--continue-from",
+        type=int,
+        metavar="N",
+        help="a cell with no run of its own starts from the same cell's finished run at N updates (the "
+        "setting that differs only in --steps), copied, not changed: the learning rate does not depend "
+        "on the total and resuming is exact, so it is the run that --steps would train from the start; "
+        "its record names that run (continued_from) and counts its CPU minutes",
+    )
     compute.add_argument("--cell", help=argparse.SUPPRESS)  # TASK:MODEL:POSITIONS:SEED, for --jobs
     compute.add_argument("--records", type=Path, default=RECORDS, help="where the records go")
     compute.add_argument("--out", type=Path, default=OUT, help="where the training runs go (not committed)")
@@ -653,6 +683,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} {value}: must be at least 1")
+    if args.continue_from is not None and not 1 <= args.continue_from < args.steps:
+        parser.error(f"--continue-from {args.continue_from}: must lie in 1..{args.steps - 1} (below --steps)")
     if args.cell is not None:
         text, args.cell = args.cell, parse_cell(args.cell)
         if args.cell is None:

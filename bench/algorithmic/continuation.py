@@ -1,0 +1,56 @@
+"""A longer budget continues a shorter one's run instead of training its first updates again.
+
+The learning rate (`InverseSqrt`) does not depend on the total number of updates and a resumed run
+is bit-identical to an uninterrupted one, so a cell at 30,000 updates that starts from the same
+cell's checkpoint at 10,000 is the run it would have trained from the start, for a third of the
+cost. The shorter run's folder is copied, never changed; the copy's checkpoints arrive last and in
+one rename, so an interrupted copy leaves no checkpoint behind and is made again on the next try.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from transduce.fileio import OutputError, RunLock, remove_stale_temporaries, temporary, write_text_atomic
+
+MARKER = "continued.json"  # in the longer run's folder: what it continues, and that run's cost
+HOLDER = "bench.algorithmic.grid"
+
+
+def adopt(source: Path, record: Path, work: Path, name: str) -> bool:
+    """Copy the finished run `source` (whose record is `record`) into `work`, which holds no
+    checkpoint yet; False when there is no such run to continue (the cell trains from the start).
+    `name` is what the longer run's record names as its origin."""
+    if (work / "checkpoints").exists() or not (source / "checkpoints").is_dir():
+        return False
+    if not record.exists():
+        raise OutputError(f"{source} has no record yet at {record}; it is continued once it has finished")
+    with RunLock(source, ".cell-lock", HOLDER):  # nor while another invocation evaluates it
+        remove_stale_temporaries(work)
+        for entry in sorted(source.iterdir()):
+            if entry.name.startswith(".") or entry.name == "checkpoints" or (work / entry.name).exists():
+                continue  # its locks, temporaries, the checkpoints (last), and what a try copied
+            copy(entry, work / entry.name)
+        cost = json.loads(record.read_text())["train_cpu_minutes"]
+        write_text_atomic(work / MARKER, json.dumps({"continued_from": name, "continued_cpu_minutes": cost}))
+        copy(source / "checkpoints", work / "checkpoints")
+    return True
+
+
+def copy(entry: Path, target: Path) -> None:
+    """A file or folder copied under a temporary name and renamed into place."""
+    part = temporary(target)
+    if entry.is_dir():
+        shutil.copytree(entry, part)
+    else:
+        shutil.copy2(entry, part)
+    part.rename(target)
+
+
+def continued(work: Path) -> dict:
+    """What the run in `work` continues and that run's training CPU minutes; empty for a run
+    trained from its first update."""
+    marker = work / MARKER
+    return json.loads(marker.read_text()) if marker.exists() else {}
