@@ -16,18 +16,23 @@ from pathlib import Path
 from transduce.fileio import OutputError, RunLock, remove_stale_temporaries, temporary, write_text_atomic
 
 MARKER = "continued.json"  # in the longer run's folder: what it continues, and that run's cost
-HOLDER = "bench.algorithmic.grid"
+
+
+def cell_lock(run: Path) -> RunLock:
+    """The grid's lock on a cell's run, held from its check to its record (training takes the
+    run's own `.lock` only while it trains)."""
+    return RunLock(run, ".cell-lock", "bench.algorithmic.grid")
 
 
 def adopt(source: Path, record: Path, work: Path, name: str) -> bool:
     """Copy the finished run `source` (whose record is `record`) into `work`, which holds no
     checkpoint yet; False when there is no such run to continue (the cell trains from the start).
     `name` is what the longer run's record names as its origin."""
-    if (work / "checkpoints").exists() or not (source / "checkpoints").is_dir():
+    if not (source / "checkpoints").is_dir():
         return False
     if not record.exists():
         raise OutputError(f"{source} has no record yet at {record}; it is continued once it has finished")
-    with RunLock(source, ".cell-lock", HOLDER):  # nor while another invocation evaluates it
+    with cell_lock(source):  # nor while another invocation evaluates it
         remove_stale_temporaries(work)
         for entry in sorted(source.iterdir()):
             if entry.name.startswith(".") or entry.name == "checkpoints" or (work / entry.name).exists():

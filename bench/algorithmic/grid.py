@@ -301,7 +301,7 @@ def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
     work = args.out / folder.name / cell_name(cell)
     with contextlib.ExitStack() as held:
         try:
-            held.enter_context(RunLock(work, ".cell-lock", continuation.HOLDER))
+            held.enter_context(continuation.cell_lock(work))
             with RunLock(work):  # nor one that `transduce train` (or an older grid) trains
                 pass
             if not pending(args, folder, cell):  # another invocation recorded it meanwhile
@@ -316,14 +316,14 @@ def run(args: argparse.Namespace, folder: Path, cell: Cell) -> None:
 def continue_cell(args: argparse.Namespace, cell: Cell, work: Path) -> None:
     """With --continue-from N: a cell with no checkpoint of its own starts from the same cell's
     finished run at N updates (the setting that differs only in --steps), copied into `work`."""
-    if args.continue_from is None:
-        return
+    if args.continue_from is None or (work / "checkpoints").exists():
+        return  # nothing to continue, or the cell resumes a run of its own
     shorter = setting_name(argparse.Namespace(**{**vars(args), "steps": args.continue_from}))
     name = f"{shorter}/{cell_name(cell)}"
     source, record = args.out / name, args.records / f"{name}.json"
     if continuation.adopt(source, record, work, name):
         print(f"{cell_name(cell)}: continues {source} from update {args.continue_from}", flush=True)
-    elif not (work / "checkpoints").exists():
+    else:
         print(f"{cell_name(cell)}: no run at {source} to continue; it trains from update 1", flush=True)
 
 
