@@ -12,8 +12,8 @@
 #          positions (on the CPU at 10k updates the Transformer reversed furthest over 512: 0.37 of
 #          characters by tensor2tensor's measure over three seeds, against 0.20 over 128; copy there
 #          has not left its longer plateau, 0.42 against 0.92), then the same x positions none,
-#          offset, subset_spread, and Learning to Execute's memorisation and program tasks. Cells
-#          with a committed record are skipped.
+#          offset, subset_spread (Learning to Execute's program evaluation first, at --lr-scale
+#          0.25, then its memorisation tasks with the rest). Cells with a committed record are skipped.
 #       $OUT gets algorithmic.tar.xz.0, .1, ... (15 MiB parts of one archive): bench/records/algorithmic/
 #       (the new records and the probe's) and, in bench/out/algorithmic/, the unfinished cells' newest
 #       checkpoints and every cell's log. Here: `cat algorithmic.tar.xz.* | tar -xJf -`, commit
@@ -49,9 +49,15 @@ if [ "$left" -gt 0 ]; then  # first the offsets over a range, the setting closes
         | tee "$OUT/grid-range$RANGE.log"
 fi
 left=$(minutes_left)
+if [ "$left" -gt 0 ]; then  # program evaluation learns at a quarter of the rate (nothing at the default)
+    python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
+        --seeds 3 --tasks lte_program lte_control lte_addition --positions none --lr-scale 0.25 \
+        --curve-every 1000 2>&1 | tee "$OUT/grid-programs.log"
+fi
+left=$(minutes_left)
 if [ "$left" -gt 0 ]; then
     python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
-        --seeds 3 --lte --programs --curve-every 1000 2>&1 | tee "$OUT/grid.log"
+        --seeds 3 --lte --curve-every 1000 2>&1 | tee "$OUT/grid.log"
 fi
 unfinished=()  # cells without a record: their newest checkpoint resumes next time (the generated
 for run in bench/out/algorithmic/*/*/; do  # data is not packed: a resumed run writes it again)

@@ -597,8 +597,16 @@ def training_options(parser: argparse.ArgumentParser) -> None:
         "CPU s/step; a UT run with its evaluation about 25 CPU minutes at 1,000",
     )
     train.add_argument("--max-tokens", type=int, default=2048, help="tokens per batch, padding included")
-    train.add_argument("--warmup", type=int, default=400)
-    train.add_argument("--lr-scale", type=float, default=1.0)
+    train.add_argument(
+        "--warmup", type=int, default=400, help="learning-rate warmup updates (tensor2tensor's tiny: 8000)"
+    )
+    train.add_argument(
+        "--lr-scale",
+        type=float,
+        default=1.0,
+        help="multiplies scale * d^-0.5 * min(step^-0.5, step * warmup^-1.5); tensor2tensor's tiny sets are "
+        "2 with warmup 8000 (learning_rate_constant 2.0); Learning to Execute's programs learn at 0.25",
+    )
     train.add_argument("--train-size", type=int, default=100_000, help="training examples (t2t: 100k)")
     train.add_argument("--threads", type=int, default=1, help="CPU threads per cell")
     train.add_argument(
