@@ -42,23 +42,19 @@ if [ -z "$JOBS" ]; then
     JOBS=${JOBS:-4}
 fi
 minutes_left() { echo $(( MINUTES - ($(date +%s) - began) / 60 - 1 )); }  # a minute for packing
-left=$(minutes_left)
-if [ "$left" -gt 0 ]; then  # first the offsets over a range, the setting closest to the paper's UT
+grid() {  # grid LOG ARGS...: the grid at STEPS, 3 seeds, for what is left of MINUTES, logged to $OUT/LOG
+    local log=$1 left
+    shift
+    left=$(minutes_left)
+    [ "$left" -gt 0 ] || return 0
     python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
-        --seeds 3 --positions offset_range --position-range "$RANGE" --curve-every 1000 2>&1 \
-        | tee "$OUT/grid-range$RANGE.log"
-fi
-left=$(minutes_left)
-if [ "$left" -gt 0 ]; then  # program evaluation learns at a quarter of the rate (nothing at the default)
-    python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
-        --seeds 3 --tasks lte_program lte_control lte_addition --positions none --lr-scale 0.25 \
-        --curve-every 1000 2>&1 | tee "$OUT/grid-programs.log"
-fi
-left=$(minutes_left)
-if [ "$left" -gt 0 ]; then
-    python3 -m bench.algorithmic.grid --device cuda --jobs "$JOBS" --minutes "$left" --steps "${STEPS:-10000}" \
-        --seeds 3 --lte --curve-every 1000 2>&1 | tee "$OUT/grid.log"
-fi
+        --seeds 3 --curve-every 1000 "$@" 2>&1 | tee "$OUT/$log"
+}
+# first the offsets over a range, the setting closest to the paper's UT
+grid "grid-range$RANGE.log" --positions offset_range --position-range "$RANGE"
+# program evaluation learns at a quarter of the rate (nothing at the default)
+grid grid-programs.log --tasks lte_program lte_control lte_addition --positions none --lr-scale 0.25
+grid grid.log --lte
 unfinished=()  # cells without a record: their newest checkpoint resumes next time (the generated
 for run in bench/out/algorithmic/*/*/; do  # data is not packed: a resumed run writes it again)
     setting=$(basename "$(dirname "$run")") cell=$(basename "$run")
