@@ -173,16 +173,31 @@ def test_one_call_under_the_longest_limit_gives_each_sentence_its_own_limits_out
             assert len(one_call) > 1
 
 
-def test_nbest_lists_are_the_same_in_the_same_order(engines):
+def test_nbest_lists_are_the_same_in_the_same_order_but_for_ties(engines):
     ours, theirs, lines = engines
     options = decode_options(ours.config.decode, beam=4, nbest=4, alpha=0.0)
     mine, _ = translate_lines(ours, lines, options)
     found, _ = translate_lines(theirs, lines, options)
-    assert texts(found) == texts(mine)
     assert all(len(f) == 4 for f in found)
-    for outputs in found:
+    for outputs, ours_outputs in zip(found, mine, strict=True):
         scores = [o.score for o in outputs]
         assert scores == sorted(scores, reverse=True)
+        assert_same_order_but_for_ties(ours_outputs, outputs)
+
+
+def assert_same_order_but_for_ties(mine, found):
+    """The same n-best list in the same order, except that two hypotheses may swap where our gap
+    between them is smaller than the engines' own difference in scoring them (CTranslate2
+    normalises without PAD and BOS, see log_probs; how many threads it sums with moves it too)."""
+    assert sorted(o.text for o in found) == sorted(o.text for o in mine)
+    ours = {o.text: o.score for o in mine}
+    theirs = {o.text: o.score for o in found}
+    rank = {o.text: i for i, o in enumerate(mine)}
+    for i, a in enumerate(found):
+        for b in found[i + 1 :]:
+            if a.text != b.text and rank[a.text] > rank[b.text]:
+                slack = max(abs(ours[t] - theirs[t]) for t in (a.text, b.text))
+                assert ours[b.text] - ours[a.text] <= slack + 1e-6 and slack < 0.01, (a.text, b.text)
 
 
 def expected_scores(model, source, hypothesis, limit, alpha):
