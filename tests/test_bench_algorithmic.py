@@ -142,6 +142,7 @@ def test_a_longer_budget_continues_the_shorter_run_and_is_the_run_trained_from_t
     assert at(3, "a").returncode == 0
     shorter = record("a", 3)
     (origin,) = (tmp_path / "a" / "o").glob("*_steps3_*/copy-transformer-none-seed1")
+    (origin / "interrupted.json").write_text(json.dumps({"interrupted_cpu_minutes": 7.0}))  # in its record
     files = {p: p.stat().st_mtime_ns for p in origin.rglob("*") if p.is_file() and p.name[0] != "."}
     (kept,) = (tmp_path / "a" / "r").glob("*_steps3_*/copy-transformer-none-seed1.json")
     kept.rename(kept.with_suffix(".away"))
@@ -159,6 +160,7 @@ def test_a_longer_budget_continues_the_shorter_run_and_is_the_run_trained_from_t
     assert continued["continued_from"] == f"{origin.parent.name}/{origin.name}"
     assert "continued_from" not in fresh
     assert continued["train_cpu_minutes"] > shorter["train_cpu_minutes"] == continued["continued_cpu_minutes"]
+    assert continued["train_cpu_minutes"] < shorter["train_cpu_minutes"] + 7.0  # not counted twice
     assert continued["updates"] == fresh["updates"] == 6
     for key in ("curve", "char", "seq", "dev_loss", "forced_char", "t2t_char", "by_length"):
         assert continued[key] == fresh[key], key
@@ -182,6 +184,8 @@ def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_
     assert list((tmp_path / "o").glob("*/copy-transformer-none-seed1/checkpoints/ckpt-*"))
     log = next((tmp_path / "o").glob("*/logs/copy-transformer-none-seed1.log")).read_text()
     assert "Traceback" not in log and "interrupted: cell copy-transformer-none-seed1;" in log, log
+    (spent,) = (tmp_path / "o").glob("*/copy-transformer-none-seed1/interrupted.json")
+    assert json.loads(spent.read_text())["interrupted_cpu_minutes"] > 0  # the record will count it
 
 
 def test_ctrl_c_stops_the_pool_s_cells_with_checkpoints_and_one_line(tmp_path):
@@ -325,3 +329,16 @@ def test_the_recipe_search_reports_the_updates_to_the_target():
     for bad in ("lr=x", "speed=2", "lr"):
         with pytest.raises(ValueError, match="setting"):
             setting_argv(bad)
+
+
+def test_a_record_counts_the_cpu_minutes_of_the_invocations_interrupted_before_it(tmp_path):
+    """What interrupted invocations spent (kept in the run's folder when they stopped) is added to
+    the training CPU minutes of the record that the finishing invocation writes."""
+    out = ("--records", tmp_path / "r", "--out", tmp_path / "o")
+    work = tmp_path / "o" / setting_name(parse(TINY)) / "copy-transformer-none-seed1"
+    work.mkdir(parents=True)
+    (work / "interrupted.json").write_text(json.dumps({"interrupted_cpu_minutes": 7.0}))
+    assert grid("--tasks", "copy", "--seeds", "1", *TINY, *out).returncode == 0
+    (path,) = (tmp_path / "r").glob("*/copy-transformer-none-seed1.json")
+    record = json.loads(path.read_text())
+    assert 7.0 < record["train_cpu_minutes"] < 7.0 + record["wall_minutes"] * 2 + 1

@@ -16,6 +16,7 @@ from pathlib import Path
 from transduce.fileio import OutputError, RunLock, remove_stale_temporaries, temporary, write_text_atomic
 
 MARKER = "continued.json"  # in the longer run's folder: what it continues, and that run's cost
+SPENT = "interrupted.json"  # in a run's folder: the CPU its interrupted invocations spent on it
 
 
 def cell_lock(run: Path) -> RunLock:
@@ -35,8 +36,9 @@ def adopt(source: Path, record: Path, work: Path, name: str) -> bool:
     with cell_lock(source):  # nor while another invocation evaluates it
         remove_stale_temporaries(work)
         for entry in sorted(source.iterdir()):
-            if entry.name.startswith(".") or entry.name == "checkpoints" or (work / entry.name).exists():
-                continue  # its locks, temporaries, the checkpoints (last), and what a try copied
+            skipped = entry.name.startswith(".") or entry.name in ("checkpoints", SPENT)
+            if skipped or (work / entry.name).exists():
+                continue  # locks, temporaries, checkpoints (last), its cost (in its record), a try's copies
             copy(entry, work / entry.name)
         cost = json.loads(record.read_text())["train_cpu_minutes"]
         write_text_atomic(work / MARKER, json.dumps({"continued_from": name, "continued_cpu_minutes": cost}))
@@ -59,3 +61,16 @@ def continued(work: Path) -> dict:
     trained from its first update."""
     marker = work / MARKER
     return json.loads(marker.read_text()) if marker.exists() else {}
+
+
+def add_interrupted(work: Path, minutes: float) -> None:
+    """Keep the CPU minutes an invocation spent on the run in `work` before it was interrupted, so
+    the record that a later invocation writes counts them too."""
+    total = interrupted(work) + minutes
+    write_text_atomic(work / SPENT, json.dumps({"interrupted_cpu_minutes": total}))
+
+
+def interrupted(work: Path) -> float:
+    """The CPU minutes that interrupted invocations spent on the run in `work` (0 for none)."""
+    path = work / SPENT
+    return json.loads(path.read_text())["interrupted_cpu_minutes"] if path.exists() else 0.0

@@ -21,25 +21,25 @@ Models, at tensor2tensor's tiny sizes (d_model 128, d_ff 512, 4 heads, dropout 0
 Every run gets the same budget: --steps steps of --max-tokens-token batches of the same data.
 Seed k seeds the data (data.seed) and the weights, dropout and position draws (train.seed).
 
-Per run: training with transduce's Trainer, then greedy decoding: character and sequence accuracy
-at --test-len (--eval-size examples, the test_long split) and at each of --lengths (--sweep-size
+Per run: training with transduce's Trainer, then greedy decoding: character and sequence accuracy at
+--test-len (--eval-size examples, the test_long split) and at each of --lengths (--sweep-size
 examples each), ACT ponder steps (mean and max per side, on dev and teacher-forced at --test-len),
-CPU minutes (of the invocation that finished the run; train_minutes counts training across
-resumes). --continue-from N starts each cell from the same cell's finished run at N updates (a
-copy; the learning rate does not depend on the total, so it is the longer run itself). --lte adds
-Learning to Execute's memorisation tasks (copy, double, reverse of 55 digits, in distribution:
-their headline is the dev split). A run's result is a JSON file in
-bench/records/algorithmic/<setting>/ (committed, so that the grid fills up over several sessions;
-the setting's name holds the sizes, a hash the rest) and its training runs in
+CPU minutes (training over every invocation that trained the run, interrupted ones included, and the
+run it continues; train_minutes counts training time across resumes). --continue-from N starts each
+cell from the same cell's finished run at N updates (a copy; the learning rate does not depend on
+the total, so it is the longer run itself). --lte adds Learning to Execute's memorisation tasks
+(copy, double, reverse of 55 digits, in distribution: their headline is the dev split). A run's
+result is a JSON file in bench/records/algorithmic/<setting>/ (committed, so that the grid fills up
+over several sessions; the setting's name holds the sizes, a hash the rest) and its training runs in
 bench/out/algorithmic/<setting>/ (not committed); runs with a result are skipped, lengths missing
 from a result are evaluated from its checkpoint when it is still there, an interrupted run
 (--minutes, Ctrl-C, or `kill -INT` of the grid, which passes it on to its cells) resumes from the
-checkpoint it saved on its way out, and a run that another invocation is training or evaluating
-is left to it (two one-thread invocations can fill one grid side by side). At the end the record
-folder gets results.json, table.md (mean ± standard deviation over seeds beside the paper's
-numbers) and accuracy_by_length.png, each over every run recorded at the setting (not only this
-invocation's); --report writes them, training nothing. The results page (docs/results.md)
-summarises the main setting's runs.
+checkpoint it saved on its way out, and a run that another invocation is training or evaluating is
+left to it (two one-thread invocations can fill one grid side by side). At the end the record folder
+gets results.json, table.md (mean ± standard deviation over seeds beside the paper's numbers) and
+accuracy_by_length.png, each over every run recorded at the setting (not only this invocation's);
+--report writes them, training nothing. The results page (docs/results.md) summarises the main
+setting's runs.
 """
 
 from __future__ import annotations
@@ -335,11 +335,16 @@ def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> N
     cfg = config(args, *cell)
     cpu, wall = time.process_time(), time.monotonic()
     trainer = Trainer(cfg, work, show_progress=args.progress)
-    metrics = trainer.fit(resume=True)  # a finished run only loads its weights
+    try:
+        metrics = trainer.fit(resume=True)  # a finished run only loads its weights
+    except BaseException:  # interrupted (or failed) after a checkpoint: the next try's record counts it
+        continuation.add_interrupted(work, (time.process_time() - cpu) / 60)
+        raise
     if result is None:
         result = new_result(args, cell, trainer, metrics, time.process_time() - cpu)
         origin = continuation.continued(work)
-        result["train_cpu_minutes"] += origin.get("continued_cpu_minutes", 0.0)
+        earlier = origin.get("continued_cpu_minutes", 0.0) + continuation.interrupted(work)
+        result["train_cpu_minutes"] += earlier
         result.update(origin)
     began = time.process_time()
     if "forced_char" not in result:
@@ -404,8 +409,9 @@ def table(results: list[dict], args: argparse.Namespace, command: str, folder: P
         "Paper: Dehghani et al. 2018, Table 3 (char / seq accuracy at length 400; its one UT row stands "
         "beside UT and UT+ACT), shown for its setting only (lengths 1..40, test 400), and its Learning to "
         "Execute memorisation table (length 55) for the lte_ tasks. ACT steps: mean "
-        "ponder steps per position, teacher-forced at the headline length. CPU minutes: training and "
-        "evaluation in the invocation that finished the run. The curve over test lengths: "
+        "ponder steps per position, teacher-forced at the headline length. CPU minutes: training (over "
+        "every invocation, and the run continued; records before 2026-11-30 left out interrupted "
+        "invocations) and evaluation. The curve over test lengths: "
         f"`{shown(folder / 'accuracy_by_length.png')}`.",
     ]
     return lines
