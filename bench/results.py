@@ -484,6 +484,12 @@ def algorithmic(records: Path) -> Lines:
     def paper(task: str, model: str) -> str:
         return "{:.2f} / {:.2f}".format(*PAPER[task][model])
 
+    def forced(grouped: dict[tuple[str, str, str], list[dict]], task: str, model: str) -> str:
+        return mean_pair(grouped.get((task, model, "none")) or [], "forced_char", "forced_seq")
+
+    def most_seeds(grouped: dict[tuple[str, str, str], list[dict]]) -> int:
+        return max((len(group) for group in grouped.values()), default=0)
+
     long = [
         {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
         | {
@@ -506,22 +512,16 @@ def algorithmic(records: Path) -> Lines:
         {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
         | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
         | {
-            f"ours: {label}": mean_pair(
-                program_runs.get((task, model, "none")) or [], "forced_char", "forced_seq"
-            )
+            f"ours: {label}": forced(program_runs, task, model)
             for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
         }
         | {
-            f"ours at 20k: {label}": mean_pair(
-                longer_runs.get((task, model, "none")) or [], "forced_char", "forced_seq"
-            )
+            f"ours at 20k: {label}": forced(longer_runs, task, model)
             for model, label in (("transformer", "T"), ("ut_act", "UT+ACT"))
         }
         for task in TASKS
         if TASKS[task].program
     ]
-    program_seeds = max((len(group) for group in program_runs.values()), default=0)
-    longer_seeds = max((len(group) for group in longer_runs.values()), default=0)
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
     machines = sorted({r["machine"] for r in every if r.get("machine")})
@@ -541,8 +541,8 @@ def algorithmic(records: Path) -> Lines:
         "",
         "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split, "
         "teacher-forced as tensor2tensor evaluates; 10,000 updates at a quarter of the learning rate, "
-        f"at most {program_seeds} seed(s) a cell so far, and continued to 20,000 with at most "
-        f"{longer_seeds}; at the default rate nothing is learned), beside the paper's Table 6 "
+        f"at most {most_seeds(program_runs)} seed(s) a cell so far, and continued to 20,000 with at most "
+        f"{most_seeds(longer_runs)}; at the default rate nothing is learned), beside the paper's Table 6 "
         "(`--tasks lte_program lte_control lte_addition --lr-scale 0.25 --steps 10000`, then "
         "`--steps 20000 --continue-from 10000`):",
         "",

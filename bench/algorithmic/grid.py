@@ -337,7 +337,7 @@ def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> N
     trainer = Trainer(cfg, work, show_progress=args.progress)
     try:
         metrics = trainer.fit(resume=True)  # a finished run only loads its weights
-    except BaseException:  # interrupted (or failed) after a checkpoint: the next try's record counts it
+    except BaseException:  # interrupted or failed: spent on this run all the same, the record counts it
         continuation.add_interrupted(work, (time.process_time() - cpu) / 60)
         raise
     if result is None:
