@@ -488,7 +488,7 @@ def algorithmic(records: Path) -> Lines:
         """Teacher-forced mean over the cell's seeds, the seed count in brackets."""
         cell = grouped.get((task, model, "none")) or []
         pair = mean_pair(cell, "forced_char", "forced_seq")
-        return f"{pair} ({len(cell)})" if cell and pair != "-" else pair
+        return pair if pair == "-" else f"{pair} ({len(cell)})"
 
     long = [
         {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
@@ -508,17 +508,12 @@ def algorithmic(records: Path) -> Lines:
         for task in TASKS
         if TASKS[task].lte and not TASKS[task].program
     ]
+    measured = (("transformer", "T"), ("ut_act", "UT+ACT"))  # the models run on program evaluation
     programs = [
         {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
         | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
-        | {
-            f"ours at 10k: {label}": forced(program_runs, task, model)
-            for model, label in (("transformer", "T"), ("ut_act", "UT+ACT"))
-        }
-        | {
-            f"ours at 20k: {label}": forced(longer_runs, task, model)
-            for model, label in (("transformer", "T"), ("ut_act", "UT+ACT"))
-        }
+        | {f"ours at 10k: {label}": forced(program_runs, task, model) for model, label in measured}
+        | {f"ours at 20k: {label}": forced(longer_runs, task, model) for model, label in measured}
         for task in TASKS
         if TASKS[task].program
     ]
