@@ -28,10 +28,12 @@ MAX_LINES = 300
 LEARNED = 0.5  # mean dev character accuracy from which a cell has learned its task in distribution
 ALGORITHMIC_SETTING = "len40-400_steps1000_tok2048_06b7eff0"  # the grid at the paper's lengths
 # Learning to Execute's programs: 10k updates at a quarter of the learning rate (at the default rate
-# nothing is learned in 10k updates)
-PROGRAM_SETTING = "len40-400_steps10000_tok2048_2e1dac17"
-# the same runs continued to 20k updates (`--steps 20000 --continue-from 10000`)
-PROGRAM_SETTING_20K = "len40-400_steps20000_tok2048_94a5226a"
+# nothing is learned in 10k updates), and the same runs continued (`--continue-from`) to 20k and 50k
+PROGRAM_SETTINGS = {
+    "10k": "len40-400_steps10000_tok2048_2e1dac17",
+    "20k": "len40-400_steps20000_tok2048_94a5226a",
+    "50k": "len40-400_steps50000_tok2048_c3eb74ec",
+}
 Lines = list[str]
 
 
@@ -474,11 +476,18 @@ def algorithmic_runs(
     return grouped
 
 
+def measured_columns(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows without the columns that no run has filled (a model or budget not run there)."""
+    empty = {key for key in rows[0] if all(row[key] == "-" for row in rows)}
+    return [{key: value for key, value in row.items() if key not in empty} for row in rows]
+
+
 def algorithmic(records: Path) -> Lines:
     """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
     runs = algorithmic_runs(records)
-    program_runs = algorithmic_runs(records, PROGRAM_SETTING)
-    longer_runs = algorithmic_runs(records, PROGRAM_SETTING_20K)
+    program_runs = {
+        budget: algorithmic_runs(records, setting) for budget, setting in PROGRAM_SETTINGS.items()
+    }
     models = ("transformer", "ut", "ut_act")
 
     def paper(task: str, model: str) -> str:
@@ -508,15 +517,18 @@ def algorithmic(records: Path) -> Lines:
         for task in TASKS
         if TASKS[task].lte and not TASKS[task].program
     ]
-    measured = (("transformer", "T"), ("ut_act", "UT+ACT"))  # the models run on program evaluation
     programs = [
         {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
         | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
-        | {f"ours at 10k: {label}": forced(program_runs, task, model) for model, label in measured}
-        | {f"ours at 20k: {label}": forced(longer_runs, task, model) for model, label in measured}
+        | {
+            f"ours at {budget}: {label}": forced(grouped, task, model)
+            for budget, grouped in program_runs.items()
+            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+        }
         for task in TASKS
         if TASKS[task].program
     ]
+    programs = measured_columns(programs)
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
     machines = sorted({r["machine"] for r in every if r.get("machine")})
@@ -536,10 +548,10 @@ def algorithmic(records: Path) -> Lines:
         "",
         "Learning to Execute's program evaluation (nesting 2, length 5, the mix strategy; dev split, "
         "teacher-forced as tensor2tensor evaluates; 10,000 updates at a quarter of the learning rate, "
-        "and continued to 20,000; at the default rate nothing is learned; ours: mean over seeds, "
-        "their number in brackets; the fixed-step UT not run), beside the paper's Table 6 "
-        "(`--tasks lte_program lte_control lte_addition --lr-scale 0.25 --steps 10000`, then "
-        "`--steps 20000 --continue-from 10000`):",
+        "continued to 20,000 and 50,000; at the default rate nothing is learned; ours: mean over seeds, "
+        "their number in brackets; a model not run at a budget has no column), beside the paper's "
+        "Table 6 (`--tasks lte_program lte_control lte_addition --lr-scale 0.25 --steps 10000`, then "
+        "`--steps 20000 --continue-from 10000` and `--steps 50000 --continue-from 20000`):",
         "",
         *markdown_table(programs),
         "",

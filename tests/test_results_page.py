@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, where bench/ is
 
-from bench.results import MAX_LINES, PAGE, PROGRAM_SETTING_20K, RECORDS, newest, render, teacher_forced
+from bench.results import MAX_LINES, PAGE, PROGRAM_SETTINGS, RECORDS, newest, render, teacher_forced
 
 
 def test_the_page_is_what_the_records_give():
@@ -80,13 +80,23 @@ def test_the_teacher_forced_table_shows_each_model_at_its_best_learned_setting(t
     assert reverse.startswith("| reverse | UT+ACT | offset |"), "ranked as the headline: sequences first"
 
 
-def test_the_program_table_shows_the_runs_continued_to_20k_beside_the_10k_ones(tmp_path):
-    """A record in the 20k setting fills its model's 20k column (teacher-forced), and only that one."""
+def test_the_program_table_gives_each_budget_its_columns_and_only_the_measured_ones(tmp_path):
+    """A record fills its budget's and model's column (teacher-forced); a column no run fills is left out."""
     records = tmp_path / "records"
     shutil.copytree(RECORDS, records)
-    folder = records / "algorithmic" / PROGRAM_SETTING_20K
-    _run(folder, "lte_addition", "ut_act", "none", 20000, 9, forced_char=0.11, forced_seq=0.22)
+    shutil.rmtree(records / "algorithmic" / PROGRAM_SETTINGS["50k"], ignore_errors=True)
+    _run(
+        records / "algorithmic" / PROGRAM_SETTINGS["50k"],
+        "lte_addition",
+        "ut",
+        "none",
+        50000,
+        9,
+        forced_char=0.11,
+        forced_seq=0.22,
+    )
     section = render(records).split("Learning to Execute's program evaluation", 1)[1]
     header, _, _, _, addition = section.split("\n\n", 2)[1].splitlines()[:5]
-    assert header.endswith("| ours at 20k: T | ours at 20k: UT+ACT |")
-    assert addition.startswith("| addition |") and addition.endswith("| - | 0.11 / 0.22 (1) |")
+    assert header.endswith("| ours at 20k: T | ours at 20k: UT+ACT | ours at 50k: UT |")
+    assert "10k: UT |" not in header and "50k: T |" not in header
+    assert addition.startswith("| addition |") and addition.endswith("| 0.11 / 0.22 (1) |")
