@@ -476,12 +476,6 @@ def algorithmic_runs(
     return grouped
 
 
-def measured_columns(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The rows without the columns that no run has filled (a model or budget not run there)."""
-    empty = {key for key in rows[0] if all(row[key] == "-" for row in rows)}
-    return [{key: value for key, value in row.items() if key not in empty} for row in rows]
-
-
 def algorithmic(records: Path) -> Lines:
     """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
     runs = algorithmic_runs(records)
@@ -528,7 +522,8 @@ def algorithmic(records: Path) -> Lines:
         for task in TASKS
         if TASKS[task].program
     ]
-    programs = measured_columns(programs)
+    # a model or budget not run there has no column
+    measured = {key: key for key in programs[0] if any(row[key] != "-" for row in programs)}
     every = [r for group in runs.values() for r in group]
     minutes = statistics.median(r["train_cpu_minutes"] for r in every)
     machines = sorted({r["machine"] for r in every if r.get("machine")})
@@ -553,7 +548,7 @@ def algorithmic(records: Path) -> Lines:
         "Table 6 (`--tasks lte_program lte_control lte_addition --lr-scale 0.25 --steps 10000`, then "
         "`--steps 20000 --continue-from 10000` and `--steps 50000 --continue-from 20000`):",
         "",
-        *markdown_table(programs),
+        *markdown_table(programs, measured),
         "",
         "`python -m bench.algorithmic.grid --tasks copy reverse addition --models transformer ut ut_act "
         "--positions none offset subset_spread --seeds 3 --lte --threads 1`  ",
