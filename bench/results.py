@@ -236,7 +236,7 @@ def e2e_table(record: dict, engines: dict[tuple[str, str], str], threads: tuple[
         ]
         row["BLEU"] = " / ".join(f"{b:.1f}" for b in bleus)
         table.append(row)
-    return markdown_table(table, {key: key for key in table[0]})
+    return markdown_table(table)
 
 
 def end_to_end(records: Path) -> Lines:
@@ -298,7 +298,7 @@ def int8_width(records: Path) -> Lines:
         "the same model there and their difference is the run's noise. What int8 costs in BLEU: the "
         "real-text table above (transduce int8 against transduce):",
         "",
-        *markdown_table(table, {key: key for key in table[0]}),
+        *markdown_table(table),
         *provenance(record, "decoding"),
     ]
 
