@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.algorithmic import headline
 from bench.algorithmic.tasks import LABELS, PAPER, PAPER_LSTM, TASKS
-from bench.gpu.session import FAST, FAST_COMPILED, MASTER
+from bench.gpu.session import FAST, FAST_COMPILED, MASTER, MASTER_CUDNN
 from bench.mt import compare
 from bench.records import RECORDS, ROOT, markdown_table, mean_pair
 
@@ -382,6 +382,7 @@ TRAINER_VARIANTS = {  # the GPU session's trainer variants, as the page names th
     MASTER: "bf16 weights (fp32 master copies)",
     FAST: "fast path: widths padded to 8, bf16 weights",
     FAST_COMPILED: "fast path, compiled",
+    MASTER_CUDNN: "bf16 weights, cuDNN attention first",
 }
 
 

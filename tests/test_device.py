@@ -1,14 +1,18 @@
 """The decoding device's choice (CUDA when present, the CPU for int8) and what each gets: CPU
-models are packed or quantised, CUDA models are used as loaded. CUDA is simulated here by
-patching torch.cuda's queries; the real thing is in test_gpu.py."""
+models are packed or quantised, CUDA models are used as loaded; and the attention kernel tried
+first on CUDA (the priority PyTorch keeps, set and restored). CUDA is simulated here by patching
+torch.cuda's queries; the real thing is in test_gpu.py."""
 
 from __future__ import annotations
+
+from typing import get_args
 
 import pytest
 import torch
 from tiny import train_tiny
 
-from transduce.device import choose_device
+from transduce.config.schema import TrainConfig
+from transduce.device import ATTENTION_KERNELS, attention_kernels, choose_device
 from transduce.model.packed import PackedLinear
 from transduce.model.quantize import Int8Linear
 from transduce.store.load import load_for_decoding
@@ -53,3 +57,34 @@ def test_cpu_decoding_packs_or_quantises(tmp_path):
     assert _linear_kinds(load_for_decoding(run, "none", device="cpu").model) == {"PackedLinear"}
     int8 = load_for_decoding(run, "int8", device="auto").model  # the tiny model's maps are all small
     assert _linear_kinds(int8) == {"PackedLinear"}
+
+
+def _kernel_flags() -> tuple[bool, ...]:
+    cuda = torch.backends.cuda
+    return (
+        cuda.flash_sdp_enabled(),
+        cuda.mem_efficient_sdp_enabled(),
+        cuda.cudnn_sdp_enabled(),
+        cuda.math_sdp_enabled(),
+    )
+
+
+@pytest.mark.parametrize("first", list(ATTENTION_KERNELS))
+def test_attention_kernels_put_the_named_one_first_on_cuda_and_restore_pytorchs_order(first):
+    before, flags = torch._C._get_sdp_priority_order(), _kernel_flags()
+    with attention_kernels(torch.device("cuda"), first):
+        order = torch._C._get_sdp_priority_order()
+        assert order[0] == ATTENTION_KERNELS[first].value
+        assert set(order[:4]) == {kernel.value for kernel in ATTENTION_KERNELS.values()}
+        assert _kernel_flags() == (True, True, True, True)  # the others still take what it refuses
+    assert (torch._C._get_sdp_priority_order(), _kernel_flags()) == (before, flags)
+
+
+def test_attention_kernels_change_nothing_on_the_cpu():
+    before = torch._C._get_sdp_priority_order()
+    with attention_kernels(torch.device("cpu"), "math"):
+        assert torch._C._get_sdp_priority_order() == before
+
+
+def test_the_config_names_every_attention_kernel_and_only_those():
+    assert get_args(TrainConfig.model_fields["attention_kernel"].annotation) == tuple(ATTENTION_KERNELS)

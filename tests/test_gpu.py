@@ -27,6 +27,8 @@ from transduce.data.vocab import EOS
 from transduce.decode.beam import beam_search
 from transduce.decode.search import greedy
 from transduce.decode.translate import decode_all
+from transduce.device import attention_kernels
+from transduce.model.attention import scaled_dot_product
 from transduce.model.packed import PackedLinear
 from transduce.serve import create_app
 from transduce.store.checkpoint import step_checkpoints
@@ -228,3 +230,23 @@ def test_static_cache_replays_a_cuda_graph_and_equals_the_growing_cache(no_tf32)
         assert pool.steps and all(step.graph is not None for step in pool.steps.values())
     again = decode_all(model, sources, DecodeConfig(beam=3, max_len_b=6, static_cache=True))
     assert len(pool.steps) <= static.POOL_SIZE and [h[0].tokens for h in again]
+
+
+KERNELS = [("efficient", "efficient_attention"), ("cudnn", "cudnn_attention")]
+
+
+@pytest.mark.parametrize("first, kernel", KERNELS)
+def test_training_attention_runs_the_kernel_named_first(first, kernel):
+    """`base`'s attention shapes with a padding mask, as training builds it, forward and backward:
+    the kernel train.attention_kernel names runs (on the CPU, its one kernel whatever the name)."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (16, 8, 21, 64)
+    q, k, v = (torch.randn(shape, generator=gen).to(DEVICE, torch.bfloat16).requires_grad_() for _ in "qkv")
+    pad = torch.zeros(16, 1, 1, 21)
+    pad[:, :, :, 17:] = float("-inf")
+    with attention_kernels(DEVICE, first), torch.profiler.profile() as prof:
+        out, _ = scaled_dot_product(q, k, v, pad.to(DEVICE))
+        out.float().sum().backward()
+    names = {event.key for event in prof.key_averages()}
+    wanted = kernel if DEVICE.type == "cuda" else "flash_attention_for_cpu"
+    assert any(wanted in name for name in names), sorted(n for n in names if "attention" in n)

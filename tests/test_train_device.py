@@ -22,6 +22,7 @@ from transduce.store.checkpoint import load_checkpoint, step_checkpoints
 from transduce.train.batches import steps_ahead
 from transduce.train.counters import StepCounters
 from transduce.train.loss import label_smoothed_loss
+from transduce.train.master import MasterWeights
 from transduce.train.objective import IGNORE
 from transduce.train.step import Skipped, StepStats
 from transduce.train.trainer import Trainer
@@ -389,3 +390,21 @@ def test_master_weights_move_as_fp32_adam_on_the_bf16_gradients(tmp_path):
         assert torch.allclose(p.double(), want, rtol=1e-6, atol=1e-7)
     kept = sum(int((p != p.bfloat16().float()).sum()) for p in params)
     assert kept > 0.5 * sum(p.numel() for p in params)  # most master weights are not bf16 values
+
+
+def test_master_gradients_are_the_bf16_ones_in_fp32_none_where_none_and_not_accumulated():
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(6, 4), "unused": torch.nn.Linear(3, 2)})
+    master = MasterWeights(model)
+    for scale in (1.0, -3.0):  # a second step's gradients replace the first's
+        master.zero_grad()
+        out = master.compute["used"](torch.randn(5, 6, dtype=torch.bfloat16))
+        (scale * out.float().square().sum()).backward()
+        master.grads_to_master()
+        for low, high in zip(master.compute.parameters(), model.parameters(), strict=True):
+            if low.grad is None:
+                assert high.grad is None
+            else:
+                assert high.grad.dtype == torch.float32
+                assert torch.equal(high.grad, low.grad.float())
+    assert model["unused"].weight.grad is None and model["used"].weight.grad is not None

@@ -10,24 +10,29 @@ same weights (bench/peers/same_weights.py) through `generate`. Every output is e
 tokens (EOS blocked before, length penalty off), so each engine does the same work. Seconds are
 the fastest of --reps timed runs after one untimed run (which captures the graphs); `agree` is
 the share of sentences whose output equals HF's (the first --length - 1 tokens: HF may end
-with EOS at the last step). Writes decode.json to --out.
+with EOS at the last step). --attention-kernel names the kernel our search tries first (default:
+PyTorch's own order, as `transduce translate` decodes); --profile profiles one more run of each
+cache per row (wall against device-busy seconds, and the tables). Writes decode.json to --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from bench.peers.same_weights import build
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.beam import beam_search
 from transduce.decode.search import greedy
 from transduce.decode.static import StaticDecoder
+from transduce.device import ATTENTION_KERNELS, attention_kernels
 from transduce.interop.marian import marian_layout
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -91,11 +96,12 @@ def compare(
     )
     row, table = {"hf_s": hf_s}, to_marian.tolist()
     for engine in ("dynamic", "static"):
-        seconds, outputs = timed(
-            lambda static=engine == "static": ours(ours_model, src, beam, args.length, static),
-            args.device,
-            args.reps,
-        )
+        with our_kernels(args):
+            seconds, outputs = timed(
+                lambda static=engine == "static": ours(ours_model, src, beam, args.length, static),
+                args.device,
+                args.reps,
+            )
         same = sum(
             [table[t] for t in a[:-1]] == b[: len(a) - 1] for a, b in zip(outputs, reference, strict=True)
         )
@@ -105,6 +111,40 @@ def compare(
             f"{engine}_agree": same / len(outputs),
         }
     return row
+
+
+def our_kernels(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """--attention-kernel first around our search (HF keeps PyTorch's own order)."""
+    if args.attention_kernel == "pytorch":
+        return contextlib.nullcontext()
+    return attention_kernels(args.device, args.attention_kernel)
+
+
+def profiled(
+    model: torch.nn.Module, src: torch.Tensor, beam: int, args: argparse.Namespace, name: str
+) -> dict:
+    """One more run of each of our caches under torch.profiler: its wall seconds against the device's
+    busy seconds (the sum of its kernels' times), and the kernels and host operations by time in
+    --out/profile-decode-<name>-<cache>.txt."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.type == "cuda" else [])
+    figures = {}
+    for engine in ("dynamic", "static"):
+        with our_kernels(args), profile(activities=activities) as prof:
+            began = time.perf_counter()
+            ours(model, src, beam, args.length, engine == "static")
+            if args.device.type == "cuda":
+                torch.cuda.synchronize(args.device)
+            wall = time.perf_counter() - began
+        events = prof.key_averages()
+        figures[f"{engine}_profiled_s"] = wall
+        figures[f"{engine}_device_busy_s"] = sum(e.self_device_time_total for e in events) / 1e6
+        tables = [
+            events.table(sort_by=key, row_limit=25, max_name_column_width=60)
+            for key in ("self_cuda_time_total", "self_cpu_time_total")
+        ]
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"profile-decode-{name}-{engine}.txt").write_text("\n\n".join(tables) + "\n")
+    return figures
 
 
 def rows_for(preset: str, args: argparse.Namespace) -> list[dict]:
@@ -131,6 +171,9 @@ def rows_for(preset: str, args: argparse.Namespace) -> list[dict]:
             for beam in args.beams:
                 row = {"preset": preset, "precision": precision, "sentences": sentences, "beam": beam}
                 row |= compare(ours_model, hf, src.to(args.device), to_marian.to(args.device), beam, args)
+                if args.profile:
+                    name = f"{preset}-{precision}-{sentences}-beam{beam}"
+                    row |= profiled(ours_model, src.to(args.device), beam, args, name)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         del hf
@@ -151,10 +194,22 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench/out/gpu-decode"), help="models and exports")
     parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"))
     parser.add_argument("--device", type=torch.device, default="cuda")
+    parser.add_argument(
+        "--attention-kernel",
+        default="pytorch",
+        choices=["pytorch", *ATTENTION_KERNELS],
+        help="the attention kernel our search tries first on CUDA (pytorch: PyTorch's own order)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one run of each of our caches per row (profile-decode-*.txt in --out)",
+    )
     args = parser.parse_args()
     rows = [row for preset in args.presets for row in rows_for(preset, args)]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decode.json").write_text(json.dumps({"device": str(args.device), "rows": rows}, indent=1))
+    result = {"device": str(args.device), "attention_kernel": args.attention_kernel, "rows": rows}
+    (args.out / "decode.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

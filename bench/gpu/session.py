@@ -16,7 +16,13 @@ Stages, each writing `<stage>.json` (and its log) to --out, run in this order by
            data's vocabulary, bf16 autocast and bf16 weights with fp32 masters (the trainer's fast
            path; also compiled): the step alone, tokens/s and MFU
   profile  bench.gpu.step_profile: where `base`'s fast-path step (bf16-master, eager) spends its GPU
-           time, at the benchmark's batch and vocabulary (profile/profile-base-bf16-master.txt)
+           time, at the benchmark's batch and vocabulary (profile/profile-base-bf16-master.txt); and
+           bench.gpu.trainer_profile: the real trainer's steps on the carried data (bf16 weights, the
+           efficient attention kernel first, then cuDNN's), host wall time against device busy time
+           per step (profile/trainer-profile-*.json and .txt)
+  kernel   bench.gpu.decode for `base` in bf16 at 1,024 sentences with the efficient attention kernel
+           first (the decode stage keeps PyTorch's own order, as `transduce translate` does), each
+           row also profiled: wall against device-busy seconds, kernels and host operations by time
   sdpa     which scaled-dot-product-attention kernel runs with our masks, and each kernel's time
            forward and forward + backward (bench.gpu.sdpa)
 summary.json gathers the stages found in --out and in --previous (a committed earlier run's
@@ -37,7 +43,7 @@ import time
 from pathlib import Path
 
 # the stages, run by default in this order (what is most needed first)
-STAGES = ("tests", "decode", "trainer", "bench", "profile", "sdpa")
+STAGES = ("tests", "decode", "trainer", "bench", "profile", "kernel", "sdpa")
 DATA = Path("/tmp/l10n")
 TRAINER = [
     "base",
@@ -50,15 +56,19 @@ TRAINER = [
     "train.save_every=100000000",
     "train.keep_last=1",
 ]
-# bf16 weights with fp32 master weights in Adam (no autocast casts); that with batch widths padded
-# to multiples of 8 (few shapes; on short sentences, fewer real tokens a batch: 19.8k against 24.1k
-# on the H100 in 2026-11-27); that compiled. The trainer as it was (no overrides: 117.6k target
-# tokens/s on that H100) is left out for time; `--trainer-variants ""` runs it.
+# bf16 weights with fp32 master weights in Adam (no autocast casts), attention by the efficient
+# kernel first (train.attention_kernel's default); that with batch widths padded to multiples of 8
+# (few shapes; on short sentences, fewer real tokens a batch: 19.8k against 24.1k); the first with
+# cuDNN's attention first (PyTorch's own choice on Hopper, the trainer's before 2026-11-30: 145k
+# target tokens/s unpadded against 320k padded on the H200 then, each new shape a new plan). Not
+# run for time, by `--trainer-variants`: the trainer as it was ("": 117.6k on the H100 in
+# 2026-11-27) and the padded one compiled (FAST_COMPILED: 320.7k against 320.0k eager on the H200).
 MASTER = "train.master_weights=true"
 MASTER_STEP = "bf16-master"  # the benchmark's name for that step
 FAST = f"data.pad_to_multiple=8 {MASTER}"
 FAST_COMPILED = f"{FAST} train.compile=true"
-TRAINER_VARIANTS = (MASTER, FAST, FAST_COMPILED)
+MASTER_CUDNN = f"{MASTER} train.attention_kernel=cudnn"
+TRAINER_VARIANTS = (MASTER, FAST, MASTER_CUDNN)
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
 
 
@@ -80,10 +90,16 @@ def trainer_rates(log: Path) -> list[float]:
     return rates[1:]
 
 
-def stage_trainer(args: argparse.Namespace) -> dict:
-    if not (DATA / "l10n-de-data").exists():
+def unpack_data() -> bool:
+    """The carried l10n data in DATA (bench/gpu/gpu.sh pack), unpacked once; whether it is there."""
+    if not (DATA / "l10n-de-data").exists() and Path(".gpudata/l10n.tar.xz").exists():
         subprocess.run(["mkdir", "-p", str(DATA)], check=True)
         subprocess.run(["tar", "-C", str(DATA), "-xJf", ".gpudata/l10n.tar.xz"], check=True)
+    return (DATA / "l10n-de-data").exists()
+
+
+def stage_trainer(args: argparse.Namespace) -> dict:
+    unpack_data()
     variants = []
     for extra in args.trainer_variants:
         run_dir = Path(f"/tmp/mt-{len(variants)}")
@@ -108,6 +124,7 @@ def stage_trainer(args: argparse.Namespace) -> dict:
                 "overrides": extra,
                 "status": status,
                 "tokens_per_s": statistics.median(rates) if rates else None,
+                "window_rates": rates,
                 "tokens_per_step": tokens / args.trainer_steps if tokens else None,
                 "command": " ".join(command),
             }
@@ -169,7 +186,13 @@ SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this scri
     ],
     "sdpa": ["--batch", "4", "--dtype", "float32", "--device", "cpu"],
     "profile": ["--preset", "small", "--tokens", "256", "--steps", "1", "--rows", "10", "--device", "cpu"],
+    "trainer_profile": ["--preset", "small", "--warmup", "1", "--steps", "1", "--rows", "5"],
+    "trainer_overrides": ["data.max_tokens=1024"],
 }
+
+
+# the real trainer's steps profiled (bench.gpu.trainer_profile): its default attention kernel and cuDNN's
+TRAINER_PROFILES = {"master": MASTER, "master-cudnn": MASTER_CUDNN}
 
 
 def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
@@ -178,13 +201,39 @@ def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
     command += ["--tokens", str(batch_tokens(args, trainer)), "--vocab", str(data_vocab()), "--out", str(out)]
     command += args.smoke.get("profile", [])
     status = run(command, args.out / "profile.log", args.stage_timeout)
-    return {"status": status, "command": " ".join(command)}
+    result: dict = {"status": status, "command": " ".join(command), "trainer": []}
+    if not unpack_data():
+        return result
+    for name, extra in TRAINER_PROFILES.items():
+        command = [sys.executable, "-m", "bench.gpu.trainer_profile", "--dataset", str(DATA / "l10n-de-data")]
+        command += ["--name", name, "--out", str(out), *args.smoke.get("trainer_profile", []), "--"]
+        command += [*TRAINER[2:], *extra.split(), *args.smoke.get("trainer_overrides", [])]
+        status = run(command, args.out / f"trainer-profile-{name}.log", args.stage_timeout)
+        figures = out / f"trainer-profile-{name}.json"
+        found = json.loads(figures.read_text()) if figures.exists() else {}
+        result["trainer"].append({"status": status, "command": " ".join(command), **found})
+    return result
 
 
 def stage_module(args: argparse.Namespace, name: str, module: str) -> dict:
     command = [sys.executable, "-m", module, "--out", str(args.out / name), *args.smoke.get(name, [])]
     status = run(command, args.out / f"{name}.log", args.stage_timeout)
     result = args.out / name / f"{name}.json"
+    return {
+        "status": status,
+        "command": " ".join(command),
+        **(json.loads(result.read_text()) if result.exists() else {}),
+    }
+
+
+def stage_kernel(args: argparse.Namespace) -> dict:
+    """The decode stage's `base` bf16 rows at 1,024 sentences, the efficient attention kernel first."""
+    out = args.out / "kernel"
+    command = [sys.executable, "-m", "bench.gpu.decode", "--presets", "base", "--precisions", "bf16"]
+    command += ["--sentences", "1024", "--attention-kernel", "efficient", "--profile", "--out", str(out)]
+    command += args.smoke.get("decode", [])
+    status = run(command, args.out / "kernel.log", args.stage_timeout)
+    result = out / "decode.json"
     return {
         "status": status,
         "command": " ".join(command),
@@ -287,7 +336,7 @@ def main() -> None:
         "--trainer-variants",
         nargs="+",
         default=list(TRAINER_VARIANTS),
-        help="extra overrides per trainer run (default: master weights; padded too; compiled too)",
+        help="extra overrides per trainer run (default: master weights; padded too; cuDNN attention first)",
     )
     parser.add_argument("--tokens", type=int, help="the benchmark's batch; default: the trainer's mean")
     parser.add_argument("--stage-timeout", type=float, default=160.0)
@@ -297,8 +346,8 @@ def main() -> None:
     args = parser.parse_args()
     args.smoke = SMOKE if args.device == "cpu" else {}
     args.out.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
     for stage in args.stages:
+        began = time.monotonic()
         if stage == "tests":
             result = stage_tests(args)
         elif stage == "trainer":
@@ -307,6 +356,8 @@ def main() -> None:
             result = stage_bench(args, gather(args.out, args.previous).get("trainer"))
         elif stage == "profile":
             result = stage_profile(args, gather(args.out, args.previous).get("trainer"))
+        elif stage == "kernel":
+            result = stage_kernel(args)
         else:
             result = stage_module(args, stage, f"bench.gpu.{stage}")
         result["seconds"] = time.monotonic() - began

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.gpu.throughput import DTYPES, MASTER, preset_step, sync
+from bench.gpu.throughput import DTYPES, MASTER, add_kernel_option, preset_step, sync
+from transduce.device import attention_kernels
 
 
 def main() -> None:
@@ -31,9 +32,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=30, help="table rows")
     parser.add_argument("--device", type=torch.device, default="cuda", help="cpu: a smoke run of this script")
     parser.add_argument("--out", type=Path, help="also write the table into this folder")
+    add_kernel_option(parser)
     args = parser.parse_args()
     if args.device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: bench.gpu.step_profile needs a CUDA device (or --device cpu, a smoke run)")
+    with attention_kernels(args.device, args.attention_kernel):
+        table = profiled(args)
+    print(table)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"profile-{args.preset}-{args.precision}.txt").write_text(table + "\n")
+
+
+def profiled(args: argparse.Namespace) -> str:
+    """The kernels of --steps training steps after as many warm-up steps, by CUDA time."""
     step, _ = preset_step(args.preset, args.precision, args.tokens, False, args)
     for _ in range(args.steps):
         step()
@@ -44,11 +56,7 @@ def main() -> None:
             step()
         sync(args.device)
     key = "cuda_time_total" if args.device.type == "cuda" else "cpu_time_total"
-    table = prof.key_averages().table(sort_by=key, row_limit=args.rows, max_name_column_width=60)
-    print(table)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"profile-{args.preset}-{args.precision}.txt").write_text(table + "\n")
+    return prof.key_averages().table(sort_by=key, row_limit=args.rows, max_name_column_width=60)
 
 
 if __name__ == "__main__":

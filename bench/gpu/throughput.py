@@ -8,7 +8,8 @@ target tokens (sentences of --length source and target tokens, vocabulary --voca
 smoothing 0.1, for each preset x precision (fp32 with TF32 matrix products, bf16 autocast, fp16
 autocast with loss scaling, bf16-master: bf16 weights with fp32 copies in Adam, the trainer's
 train.master_weights), with torch.compile (mode default, fixed shapes) for the
---compile precisions at the largest batch. Target tokens/s over --steps timed steps after warm-up,
+--compile precisions at the largest batch, attention by --attention-kernel first (as the trainer's
+train.attention_kernel). Target tokens/s over --steps timed steps after warm-up,
 achieved TFLOP/s and MFU (FLOPs per token from transduce.cost, the device's dense peak from
 transduce.train.log), peak memory. Decoding: greedy and beam 4 on batches of --decode-batch
 sentences, output length fixed at --length (EOS blocked until then), the model cast to each
@@ -31,6 +32,7 @@ from transduce.cost import flops_per_token
 from transduce.data.vocab import BOS, EOS, PAD
 from transduce.decode.beam import beam_search
 from transduce.decode.search import greedy
+from transduce.device import ATTENTION_KERNELS, attention_kernels
 from transduce.model import build_model
 from transduce.train.log import peak_flops
 from transduce.train.loss import label_smoothed_loss
@@ -176,7 +178,8 @@ def markdown(train: list[dict], decode: list[dict], args: argparse.Namespace) ->
     lines = [
         f"Device: {name}, torch {torch.__version__}. Training: random batches of sentences of "
         f"{args.length} + 1 tokens, vocabulary {args.vocab}, {args.steps} timed steps after {args.warmup} "
-        "warm-up steps; fp32 rows use TF32 matrix products.",
+        f"warm-up steps; fp32 rows use TF32 matrix products; attention kernel tried first: "
+        f"{args.attention_kernel}.",
         "",
         "| preset | precision | compile | tokens/batch | step ms | tokens/s | TFLOP/s | MFU | peak GiB |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -228,10 +231,32 @@ def main() -> None:
     parser.add_argument("--decode-reps", type=int, default=3, help="timed decoding repetitions")
     parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"), help="gpu.json and gpu.md go here")
     parser.add_argument("--device", type=torch.device, default="cuda", help="cpu: a smoke run of this script")
+    add_kernel_option(parser)
     args = parser.parse_args()
     if args.device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: bench.gpu.throughput needs a CUDA device (or --device cpu for a smoke run)")
     args.out.mkdir(parents=True, exist_ok=True)
+    with attention_kernels(args.device, args.attention_kernel):
+        train, decode = measure(args)
+    (args.out / "gpu.json").write_text(
+        json.dumps({"attention_kernel": args.attention_kernel, "train": train, "decode": decode}, indent=1)
+    )
+    lines = markdown(train, decode, args)
+    (args.out / "gpu.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def add_kernel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attention-kernel",
+        default="efficient",
+        choices=list(ATTENTION_KERNELS),
+        help="the attention kernel tried first on CUDA (default: train.attention_kernel's default)",
+    )
+
+
+def measure(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """The training rows and the decoding rows."""
     train, decode = [], []
     for preset in args.presets:
         for precision in args.precisions:
@@ -248,10 +273,7 @@ def main() -> None:
             for beam in (1, 4):
                 decode.append(decode_row(preset, precision, beam, args))
                 print(json.dumps(decode[-1]), flush=True)
-    (args.out / "gpu.json").write_text(json.dumps({"train": train, "decode": decode}, indent=1))
-    lines = markdown(train, decode, args)
-    (args.out / "gpu.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return train, decode
 
 
 if __name__ == "__main__":

@@ -1,11 +1,35 @@
 """Which device a decoding command runs on: CUDA when there is one, else the CPU, or the one the
-user names; a device that is not there is a clear error, not a CUDA traceback mid-decode."""
+user names; a device that is not there is a clear error, not a CUDA traceback mid-decode. And which
+attention kernel PyTorch tries first there."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+# PyTorch's fused attention kernels on CUDA, by their config names, in the order tried after the first
+ATTENTION_KERNELS = {
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+
+def attention_kernels(device: torch.device, first: str) -> contextlib.AbstractContextManager:
+    """On CUDA, scaled-dot-product attention tries the kernel named `first`, then the others in
+    `ATTENTION_KERNELS`' order, each taking the call only where it supports it (a mask, a dtype).
+
+    PyTorch itself tries cuDNN first on Hopper GPUs; cuDNN builds a plan for each new shape, and a
+    training run's batches come in many shapes (docs/results/gpu.md). The CPU has one kernel: no
+    change there."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    order = [first, *(name for name in ATTENTION_KERNELS if name != first)]
+    return sdpa_kernel([ATTENTION_KERNELS[name] for name in order], set_priority=True)
 
 
 def choose_device(name: str = "auto", cpu_only: bool = False) -> torch.device:

@@ -321,6 +321,13 @@ class TrainConfig(_Section):
         description="with precision=bf16: bf16 weights for the forward and backward passes and fp32 "
         "master weights in Adam, instead of autocast casting fp32 weights at every step",
     )
+    attention_kernel: Literal["efficient", "flash", "cudnn", "math"] = Field(
+        "efficient",
+        description="on CUDA, the scaled-dot-product-attention kernel tried first (the others after it, "
+        "where it refuses a call): efficient (memory-efficient attention: no per-shape plan), flash, "
+        "cudnn (PyTorch's own first choice on Hopper GPUs, which builds a plan for each new batch shape), "
+        "math; no effect on the CPU",
+    )
     compile: bool = Field(
         False,
         description="torch.compile the model for the training passes (default mode; a second batch shape "

@@ -21,6 +21,7 @@ from torch import Tensor
 from ..config import Config
 from ..data.batching import Batch
 from ..data.dataset import Split
+from ..device import attention_kernels
 from ..fileio import RunLock
 from ..metrics import perplexity
 from ..store.checkpoint import load_weights, step_checkpoints
@@ -56,6 +57,7 @@ class LoopSettings:
     max_bad_steps: int
     average_last: int | None
     prefetch: int | None
+    attention_kernel: str
     pad_to_multiple: int  # data.pad_to_multiple
 
     @classmethod
@@ -321,7 +323,8 @@ class Trainer:
         ahead = steps_ahead(s.prefetch, self.device)
         stream = BatchStream(self.sampler, collate, s.accumulate, self.device, ahead)
         progress = TrainingProgress(self.console, self.show, s.steps, s.max_minutes)
-        with progress, stream, self._deferring():
+        kernels = attention_kernels(self.device, s.attention_kernel)
+        with progress, stream, kernels, self._deferring():
             progress.advance(self.state.step, self.state.train_seconds)
             while True:
                 self._attempt(next(stream))
