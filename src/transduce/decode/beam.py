@@ -1,9 +1,12 @@
 """Batched beam search with the length penalty, every sentence's bookkeeping done as tensors.
 
 Each step chooses, for all live sentences at once, the next beams, the hypotheses that finish and
-whether the sentence is done, and reads back one boolean per sentence (which are done). A loop
-over sentences with three read-backs each was 90% of beam 4 on 1,024 sentences on an H100
-(bench/records/gpu/h100-2026-11-27): on a GPU every read-back waits for the device.
+whether the sentence is done; a sentence's results are kept on the device the step it is done. A
+loop over sentences with three read-backs each was 90% of beam 4 on 1,024 sentences on an H100
+(bench/records/gpu/h100-2026-11-27): on a GPU every read-back waits for the device, and the host
+queues nothing meanwhile. So which sentences are done is read back only every few steps on a GPU
+(`read_back_every`), where done sentences leave the batch; until then they are decoded on and
+their results are not touched.
 
 Scores follow search.py: score = log P / lp(|Y|), |Y| counting the final EOS; a hypothesis that
 reaches its length limit finishes as it is.
@@ -28,6 +31,7 @@ from .search import (
     _forced,
     _step_log_probs,
     length_penalty,
+    read_back_every,
     start,
 )
 
@@ -62,6 +66,15 @@ class Finished:
             torch.cat([self.log_probs, log_probs], 1).gather(1, keep),
             torch.cat([self.lengths, lengths], 1).gather(1, keep),
             torch.cat([self.tokens, tokens], 1).gather(1, keep[..., None].expand(-1, -1, tokens.shape[2])),
+        )
+
+    def where(self, rows: Tensor, other: Finished) -> Finished:
+        """`other`'s sentences where `rows` (sentences,) is true, these elsewhere."""
+        return Finished(
+            *(
+                torch.where(rows.view(-1, *[1] * (mine.dim() - 1)), theirs, mine)
+                for mine, theirs in zip(self._parts(), other._parts(), strict=True)
+            )
         )
 
     def _parts(self) -> tuple[Tensor, ...]:
@@ -154,13 +167,16 @@ def beam_search(
     beam: int = 4,
     alpha: float = 0.6,
     nbest: int = 1,
+    read_every: int | None = None,
     **options: Unpack[SearchOptions],
 ) -> list[list[Hypothesis]]:
     """Batched beam search with the length penalty; returns the n best per sentence.
 
-    Finished sentences leave the batch. The encoder output and cross-attention K/V keep one row
-    per source, read by its k beams together (`group_queries`), so beam reordering touches only
-    the self-attention cache. A forced prefix leaves one live beam per source until it ends (every
+    Finished sentences leave the batch when the host reads which are done, every `read_every`
+    steps (default `read_back_every(device)`); the same results, up to the rounding of a batch
+    that holds other rows. The encoder output and cross-attention K/V keep one row per source,
+    read by its k beams together (`group_queries`), so beam reordering touches only the
+    self-attention cache. A forced prefix leaves one live beam per source until it ends (every
     other candidate has probability 0), then search branches out from it.
     """
     batch, k, device = src.shape[0], beam, src.device
@@ -175,7 +191,10 @@ def beam_search(
     scores[:, 0] = 0.0
     history = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
     finished = Finished.empty(batch, nbest, longest, device)
-    results = Finished.empty(batch, nbest, longest, device)
+    kept_results = Finished.empty(batch, nbest, longest, device)  # each live row's, once it is done
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    results = Finished.empty(batch, nbest, longest, device)  # by sentence
+    every = read_every or read_back_every(device)
     for step in range(longest):
         forced = None
         if step < longest_prefix:
@@ -186,20 +205,27 @@ def beam_search(
             _check_prefix_vocab(prefixes, vocab)
         candidates = (scores.view(-1, 1) + logp).view(len(active), k * vocab)
         chosen, finished = choose(candidates, vocab, k, history, step, limits, alpha, finished)
-        done = chosen.done.tolist()
+        kept_results = kept_results.where(chosen.done & ~done, finished)
+        done = done | chosen.done
         beams, tokens, scores, kept = chosen.beams, chosen.tokens, chosen.scores, None
         positions = torch.arange(len(active), device=device)
-        if any(done):
-            ended = [i for i, d in enumerate(done) if d]
-            sentences = torch.tensor([active[i] for i in ended], device=device)
-            finished.store(results, sentences, torch.tensor(ended, device=device))
-            if all(done):
+        if (step + 1) % every == 0 or step == longest - 1:
+            ended_rows = done.tolist()
+            ended = [i for i, d in enumerate(ended_rows) if d]
+            if ended:
+                sentences = torch.tensor([active[i] for i in ended], device=device)
+                kept_results.store(results, sentences, torch.tensor(ended, device=device))
+            if len(ended) == len(ended_rows):
                 break
-            keep = [i for i, d in enumerate(done) if not d]
-            positions = kept = torch.tensor(keep, device=device)
-            active = [active[i] for i in keep]
-            memory, finished = memory.select(kept), finished.select(kept)
-            limits, beams, tokens, scores = (t.index_select(0, kept) for t in (limits, beams, tokens, scores))
+            if ended:
+                keep = [i for i, d in enumerate(ended_rows) if not d]
+                positions = kept = torch.tensor(keep, device=device)
+                active = [active[i] for i in keep]
+                memory = memory.select(kept)
+                finished, kept_results = finished.select(kept), kept_results.select(kept)
+                limits, beams, tokens, scores, done = (
+                    t.index_select(0, kept) for t in (limits, beams, tokens, scores, done)
+                )
         index = (positions[:, None] * k + beams).flatten()
         cache.reorder(index, kept)
         history = torch.cat([history.index_select(0, index), tokens.reshape(-1, 1)], 1)

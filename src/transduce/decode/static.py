@@ -210,13 +210,13 @@ class _SlotCache:
     def __init__(self, decoder: StaticDecoder) -> None:
         self.decoder = decoder
         self.step: _Step | None = None
-        self.rows = self.sources = torch.zeros(0, dtype=torch.long)  # slots, on the host
+        self.rows = self.sources = torch.zeros(0, dtype=torch.long)  # slots, on the device
         self.group = 1
         self.filled = 0  # positions written
 
     def _slots(self) -> Tensor:
         g = self.group
-        return (self.sources[:, None] * g + torch.arange(g)).reshape(-1)
+        return (self.sources[:, None] * g + torch.arange(g, device=self.sources.device)).reshape(-1)
 
     def start(self, tokens: Tensor, memory: _Memory) -> None:
         memory.fixed = True
@@ -234,20 +234,20 @@ class _SlotCache:
         pool = _POOLS.setdefault(model, StepPool())
         self.step = pool.get(model, shape, memory.output.states.dtype, tokens.device)
         self.step.load(memory.output)
-        self.sources = torch.arange(sources)
+        self.sources = torch.arange(sources, device=tokens.device)
         self.rows = self._slots()
 
     def reorder(self, index: Tensor, sources: Tensor | None = None) -> None:
-        """Row i continues row index[i]; `sources` selects the memory rows still searched."""
+        """Row i continues row index[i]; `sources` selects the memory rows still searched. All on
+        the device: beam search reorders at every step and reads back only every few."""
         assert self.step is not None
-        taken = self.rows[index.cpu()]
+        taken = self.rows[index]
         if sources is not None:
-            self.sources = self.sources[sources.cpu()]
+            self.sources = self.sources[sources]
         self.rows = self._slots()
-        if torch.equal(taken, self.rows):  # dropping rows: each stays where it is
+        if index is sources and self.group == 1:  # dropping rows (greedy, sampling): each stays put
             return
-        device = self.step.tokens.device
-        to, frm = self.rows.to(device), taken.to(device)
+        to, frm = self.rows, taken
         n = self.filled
         for kv in self.step.self_kv:
             for buffer in (kv.k, kv.v):
@@ -263,7 +263,7 @@ class _SlotCache:
                 f"sequence position {self.filled + 1} exceeds the {self.step.positions} positions of the "
                 "static cache or of the model's learned position embeddings"
             )
-        rows = self.rows.to(tokens.device)
+        rows = self.rows
         self.step.tokens.index_copy_(0, rows, tokens[:, -1:])
         logits = self.step.run()
         self.filled += 1
