@@ -169,8 +169,9 @@ def left_to_right(
         next_tokens = choose(logp, active)
         picked = logp.gather(1, next_tokens[:, None])[:, 0].double()
         log_probs.index_add_(0, rows, picked.masked_fill(ended, 0.0))
-        outputs[rows, step] = next_tokens.masked_fill(ended | next_tokens.eq(EOS), PAD)
-        ended = ended | next_tokens.eq(EOS) | live_limits.le(step + 1)
+        eos = next_tokens.eq(EOS)
+        outputs[rows, step] = next_tokens.masked_fill(ended | eos, PAD)
+        ended = ended | eos | live_limits.le(step + 1)
         if (step + 1) % every == 0 or step == longest - 1:
             done = ended.tolist()
             if all(done):
