@@ -326,7 +326,8 @@ class TrainConfig(_Section):
         description="on CUDA, the scaled-dot-product-attention kernel tried first (the others after it, "
         "where it refuses a call): efficient (memory-efficient attention: no per-shape plan), flash, "
         "cudnn (PyTorch's own first choice on Hopper GPUs, which builds a plan for each new batch shape), "
-        "math; no effect on the CPU",
+        "math (slow; the only one whose backward pass adds in the same order on every run, for GPU runs "
+        "repeatable bit for bit); no effect on the CPU",
     )
     compile: bool = Field(
         False,
