@@ -25,8 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
 
+from bench.gpu.step_profile import activities, device_and_host_tables, device_busy_us
+from bench.gpu.throughput import sync
 from bench.peers.same_weights import build
 from transduce.data.vocab import EOS, PAD
 from transduce.decode.beam import beam_search
@@ -45,12 +47,10 @@ def timed(
     outputs = run()
     best = float("inf")
     for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync(device)
         begin = time.perf_counter()
         outputs = run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync(device)
         best = min(best, time.perf_counter() - begin)
     return best, outputs
 
@@ -126,24 +126,19 @@ def profiled(
     """One more run of each of our caches under torch.profiler: its wall seconds against the device's
     busy seconds (the sum of its kernels' times), and the kernels and host operations by time in
     --out/profile-decode-<name>-<cache>.txt."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.type == "cuda" else [])
     figures = {}
     for engine in ("dynamic", "static"):
-        with our_kernels(args), profile(activities=activities) as prof:
+        with our_kernels(args), profile(activities=activities(args.device)) as prof:
             began = time.perf_counter()
             ours(model, src, beam, args.length, engine == "static")
-            if args.device.type == "cuda":
-                torch.cuda.synchronize(args.device)
+            sync(args.device)
             wall = time.perf_counter() - began
         events = prof.key_averages()
         figures[f"{engine}_profiled_s"] = wall
-        figures[f"{engine}_device_busy_s"] = sum(e.self_device_time_total for e in events) / 1e6
-        tables = [
-            events.table(sort_by=key, row_limit=25, max_name_column_width=60)
-            for key in ("self_cuda_time_total", "self_cpu_time_total")
-        ]
+        figures[f"{engine}_device_busy_s"] = device_busy_us(events) / 1e6
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"profile-decode-{name}-{engine}.txt").write_text("\n\n".join(tables) + "\n")
+        tables = device_and_host_tables(events, args.device, 25)
+        (args.out / f"profile-decode-{name}-{engine}.txt").write_text(tables + "\n")
     return figures
 
 

@@ -191,6 +191,11 @@ SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this scri
 }
 
 
+# the kernel stage: the decode stage's `base` bf16 rows at 1,024 sentences, the efficient kernel first
+KERNEL = (
+    *("--presets", "base", "--precisions", "bf16", "--sentences", "1024"),
+    *("--attention-kernel", "efficient", "--profile"),
+)
 # the real trainer's steps profiled (bench.gpu.trainer_profile): its default attention kernel and cuDNN's
 TRAINER_PROFILES = {"master": MASTER, "master-cudnn": MASTER_CUDNN}
 
@@ -215,29 +220,26 @@ def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
     return result
 
 
-def stage_module(args: argparse.Namespace, name: str, module: str) -> dict:
-    command = [sys.executable, "-m", module, "--out", str(args.out / name), *args.smoke.get(name, [])]
+def stage_module(
+    args: argparse.Namespace,
+    name: str,
+    module: str,
+    extra: tuple[str, ...] = (),
+    *,
+    smoke: str | None = None,
+    result: str | None = None,
+) -> dict:
+    """`module` (with `extra` arguments) writing into --out/<name>, logged to <name>.log: its exit
+    status, command and JSON (`result`, default <name>.json, there); on the CPU with the smoke
+    arguments of stage `smoke` (default `name`)."""
+    out = args.out / name
+    command = [sys.executable, "-m", module, *extra, "--out", str(out), *args.smoke.get(smoke or name, [])]
     status = run(command, args.out / f"{name}.log", args.stage_timeout)
-    result = args.out / name / f"{name}.json"
+    found = out / (result or f"{name}.json")
     return {
         "status": status,
         "command": " ".join(command),
-        **(json.loads(result.read_text()) if result.exists() else {}),
-    }
-
-
-def stage_kernel(args: argparse.Namespace) -> dict:
-    """The decode stage's `base` bf16 rows at 1,024 sentences, the efficient attention kernel first."""
-    out = args.out / "kernel"
-    command = [sys.executable, "-m", "bench.gpu.decode", "--presets", "base", "--precisions", "bf16"]
-    command += ["--sentences", "1024", "--attention-kernel", "efficient", "--profile", "--out", str(out)]
-    command += args.smoke.get("decode", [])
-    status = run(command, args.out / "kernel.log", args.stage_timeout)
-    result = out / "decode.json"
-    return {
-        "status": status,
-        "command": " ".join(command),
-        **(json.loads(result.read_text()) if result.exists() else {}),
+        **(json.loads(found.read_text()) if found.exists() else {}),
     }
 
 
@@ -357,7 +359,9 @@ def main() -> None:
         elif stage == "profile":
             result = stage_profile(args, gather(args.out, args.previous).get("trainer"))
         elif stage == "kernel":
-            result = stage_kernel(args)
+            result = stage_module(
+                args, stage, "bench.gpu.decode", KERNEL, smoke="decode", result="decode.json"
+            )
         else:
             result = stage_module(args, stage, f"bench.gpu.{stage}")
         result["seconds"] = time.monotonic() - began

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 import torch
+from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile
 
 from bench.gpu.throughput import DTYPES, MASTER, add_kernel_option, preset_step, sync
@@ -44,14 +45,32 @@ def main() -> None:
         (args.out / f"profile-{args.preset}-{args.precision}.txt").write_text(table + "\n")
 
 
+def activities(device: torch.device) -> list[ProfilerActivity]:
+    """What torch.profiler records: the host's operations, and on CUDA the device's kernels."""
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+
+def device_busy_us(events: EventList) -> float:
+    """The device's busy time in microseconds: its kernels' own times added up."""
+    return sum(e.self_device_time_total for e in events)
+
+
+def device_and_host_tables(events: EventList, device: torch.device, rows: int) -> str:
+    """Two tables: operations by their own device time (host time on the CPU), then by host time."""
+    first = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return "\n\n".join(
+        events.table(sort_by=key, row_limit=rows, max_name_column_width=60)
+        for key in (first, "self_cpu_time_total")
+    )
+
+
 def profiled(args: argparse.Namespace) -> str:
     """The kernels of --steps training steps after as many warm-up steps, by CUDA time."""
     step, _ = preset_step(args.preset, args.precision, args.tokens, False, args)
     for _ in range(args.steps):
         step()
     sync(args.device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities(args.device)) as prof:
         for _ in range(args.steps):
             step()
         sync(args.device)

@@ -23,8 +23,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
 
+from bench.gpu.step_profile import activities, device_and_host_tables, device_busy_us
 from bench.gpu.throughput import sync
 from transduce.config import load_config
 from transduce.data.batching import Batch
@@ -67,12 +68,11 @@ def measure(args: argparse.Namespace) -> tuple[dict, str]:
         new = run(args.steps)
         sync(device)
         wall = (time.perf_counter() - began) / args.steps
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities) as prof:
+        with profile(activities=activities(device)) as prof:
             profiled_new = run(args.steps)
             sync(device)
     events = prof.key_averages()
-    busy = sum(e.self_device_time_total for e in events) / 1e3 / args.steps  # microseconds -> ms
+    busy = device_busy_us(events) / 1e3 / args.steps
     host = sum(e.self_cpu_time_total for e in events) / 1e3 / args.steps
     figures = {
         "overrides": " ".join(args.overrides),
@@ -85,12 +85,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, str]:
         "new_shapes_profiled": profiled_new,
         "shapes_seen": len(seen),
     }
-    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    tables = [
-        events.table(sort_by=key, row_limit=args.rows, max_name_column_width=60),
-        events.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=60),
-    ]
-    return figures, "\n\n".join(tables)
+    return figures, device_and_host_tables(events, device, args.rows)
 
 
 def main() -> None:
