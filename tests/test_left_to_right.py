@@ -5,7 +5,7 @@ forced prefixes and a minimum length, greedy and drawn."""
 
 import pytest
 import torch
-from tiny_models import batch, decoder_rows, tiny_model
+from tiny_models import batch, decoder_rows, steps_where_rows_change, tiny_model
 
 from transduce.data.vocab import BOS, EOS
 from transduce.decode.sampling import draw, sampling_probs
@@ -112,5 +112,5 @@ def test_ended_sequences_leave_the_batch_only_when_read_back(monkeypatch):
     begun = start(model, batch(ROWS), {"max_len_a": 1.0, "max_len_b": 3})
     rows_per_step = decoder_rows(model, monkeypatch)
     left_to_right(model, begun.memory, begun.limits, _most_probable, 0, begun.prefixes, read_every=3)
-    changed = [s for s in range(1, len(rows_per_step)) if rows_per_step[s] != rows_per_step[s - 1]]
+    changed = steps_where_rows_change(rows_per_step)
     assert changed and all(step % 3 == 0 for step in changed)

@@ -81,3 +81,8 @@ def decoder_rows(model, monkeypatch) -> list[int]:
 
     monkeypatch.setattr(model, "decode", counting)
     return rows
+
+
+def steps_where_rows_change(rows_per_step: list[int]) -> list[int]:
+    """The steps whose batch differs from the step before's (`decoder_rows`' list)."""
+    return [step for step in range(1, len(rows_per_step)) if rows_per_step[step] != rows_per_step[step - 1]]

@@ -32,6 +32,7 @@ from .search import (
     _step_log_probs,
     length_penalty,
     read_back_every,
+    read_due,
     start,
 )
 
@@ -209,7 +210,7 @@ def beam_search(
         done = done | chosen.done
         beams, tokens, scores, kept = chosen.beams, chosen.tokens, chosen.scores, None
         positions = torch.arange(len(active), device=device)
-        if (step + 1) % every == 0 or step == longest - 1:
+        if read_due(step, every, longest):
             ended_rows = done.tolist()
             ended = [i for i, d in enumerate(ended_rows) if d]
             if ended:

@@ -172,7 +172,7 @@ def left_to_right(
         eos = next_tokens.eq(EOS)
         outputs[rows, step] = next_tokens.masked_fill(ended | eos, PAD)
         ended = ended | eos | live_limits.le(step + 1)
-        if (step + 1) % every == 0 or step == longest - 1:
+        if read_due(step, every, longest):
             done = ended.tolist()
             if all(done):
                 break
@@ -195,6 +195,12 @@ def read_back_every(device: torch.device) -> int:
     the CPU, where a done one left in the batch costs its arithmetic; every 4 on a GPU, where a read
     stops the host queueing work until the device has caught up, and a done row costs little."""
     return 4 if device.type == "cuda" else 1
+
+
+def read_due(step: int, every: int, steps: int) -> bool:
+    """Whether the host reads back after `step` (from 0) of at most `steps`: every `every` steps,
+    and after the last."""
+    return (step + 1) % every == 0 or step == steps - 1
 
 
 def _most_probable(logp: Tensor, rows: list[int]) -> Tensor:

@@ -247,11 +247,10 @@ class _SlotCache:
         self.rows = self._slots()
         if index is sources and self.group == 1:  # dropping rows (greedy, sampling): each stays put
             return
-        to, frm = self.rows, taken
         n = self.filled
         for kv in self.step.self_kv:
             for buffer in (kv.k, kv.v):
-                buffer[:, :, :n].index_copy_(0, to, buffer[:, :, :n].index_select(0, frm))
+                buffer[:, :, :n].index_copy_(0, self.rows, buffer[:, :, :n].index_select(0, taken))
 
     def decode(self, tokens: Tensor, memory: _Memory) -> Tensor:
         """Logits (rows searched, 1, vocab) of the next position."""
