@@ -11,6 +11,7 @@ import pytest
 import torch
 from tiny import train_tiny
 
+from transduce import device
 from transduce.config.schema import TrainConfig
 from transduce.device import ATTENTION_KERNELS, attention_kernels, choose_device
 from transduce.model.packed import PackedLinear
@@ -70,9 +71,16 @@ def _kernel_flags() -> tuple[bool, ...]:
 
 
 @pytest.mark.parametrize("first", list(ATTENTION_KERNELS))
-def test_attention_kernels_put_the_named_one_first_on_cuda_and_restore_pytorchs_order(first):
+def test_attention_kernels_put_the_named_one_first_on_cuda_and_restore_pytorchs_order(first, monkeypatch):
+    """After one attention call on the device (a stand-in here: this machine has no CUDA), which is
+    where PyTorch settles its own default order, so that ours is not overwritten at the first call."""
     before, flags = torch._C._get_sdp_priority_order(), _kernel_flags()
+    settled = []
+    monkeypatch.setattr(
+        device, "_settle_default_order", lambda d: settled.append(torch._C._get_sdp_priority_order())
+    )
     with attention_kernels(torch.device("cuda"), first):
+        assert settled == [before]  # called once, before the order was changed
         order = torch._C._get_sdp_priority_order()
         assert order[0] == ATTENTION_KERNELS[first].value
         assert set(order[:4]) == {kernel.value for kernel in ATTENTION_KERNELS.values()}

@@ -9,6 +9,7 @@ to check the tests themselves."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import subprocess
@@ -235,10 +236,9 @@ def test_static_cache_replays_a_cuda_graph_and_equals_the_growing_cache(no_tf32)
 KERNELS = [("efficient", "efficient_attention"), ("cudnn", "cudnn_attention")]
 
 
-@pytest.mark.parametrize("first, kernel", KERNELS)
-def test_training_attention_runs_the_kernel_named_first(first, kernel):
-    """`base`'s attention shapes with a padding mask, as training builds it, forward and backward:
-    the kernel train.attention_kernel names runs (on the CPU, its one kernel whatever the name)."""
+def attention_events(first: str) -> list[str]:
+    """The profiler's event names for `base`'s attention shapes with a padding mask, as training
+    builds it, forward and backward, with the kernel `first` named first."""
     gen = torch.Generator().manual_seed(0)
     shape = (16, 8, 48, 64)  # as bench.gpu.sdpa measured: cuDNN takes this call when it comes first
     q, k, v = (torch.randn(shape, generator=gen).to(DEVICE, torch.bfloat16).requires_grad_() for _ in "qkv")
@@ -247,6 +247,26 @@ def test_training_attention_runs_the_kernel_named_first(first, kernel):
     with attention_kernels(DEVICE, first), torch.profiler.profile() as prof:
         out, _ = scaled_dot_product(q, k, v, pad.to(DEVICE))
         out.float().sum().backward()
-    names = {event.key for event in prof.key_averages()}
-    wanted = kernel if DEVICE.type == "cuda" else "flash_attention_for_cpu"
-    assert any(wanted in name for name in names), sorted(n for n in names if "attention" in n)
+    return sorted({event.key for event in prof.key_averages()})
+
+
+def _expect_kernel(names: list[str], kernel: str) -> None:
+    wanted = kernel if DEVICE.type == "cuda" else "flash_attention_for_cpu"  # the CPU's one kernel
+    assert any(wanted in name for name in names), [n for n in names if "attention" in n]
+
+
+@pytest.mark.parametrize("first, kernel", KERNELS)
+def test_training_attention_runs_the_kernel_named_first(first, kernel):
+    _expect_kernel(attention_events(first), kernel)
+
+
+@pytest.mark.parametrize("first, kernel", KERNELS)
+def test_the_kernel_named_first_runs_in_a_fresh_process(first, kernel):
+    """As in a training run: the kernel order is set before the process's first attention call,
+    which is where PyTorch settles its own default (on an H200 it had cuDNN take every call)."""
+    code = f"import json, test_gpu; print(json.dumps(test_gpu.attention_events({first!r})))"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _expect_kernel(json.loads(done.stdout.strip().splitlines()[-1]), kernel)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -28,8 +29,17 @@ def attention_kernels(device: torch.device, first: str) -> contextlib.AbstractCo
     change there."""
     if device.type != "cuda":
         return contextlib.nullcontext()
+    _settle_default_order(device)
     order = [first, *(name for name in ATTENTION_KERNELS if name != first)]
     return sdpa_kernel([ATTENTION_KERNELS[name] for name in order], set_priority=True)
+
+
+def _settle_default_order(device: torch.device) -> None:
+    """PyTorch sets its default kernel order (cuDNN first on Hopper) at a process's first attention
+    call on CUDA, over any order set before that call; one tiny call first lets ours stand (an H200
+    trained on cuDNN with `efficient` named first: docs/results/gpu.md)."""
+    q = torch.zeros(1, 1, 1, 8, device=device)
+    F.scaled_dot_product_attention(q, q, q)
 
 
 def choose_device(name: str = "auto", cpu_only: bool = False) -> torch.device:
