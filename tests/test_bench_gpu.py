@@ -2,11 +2,13 @@
 and a later session completing an earlier one's stages. The stages themselves need a GPU."""
 
 import json
+from types import SimpleNamespace
 
 import torch
 from tiny_models import tiny_model
 
 from bench.gpu.session import gather, summary, trainer_rates
+from bench.gpu.step_profile import device_busy_us
 from bench.gpu.throughput import MASTER, random_batch, training_step
 from transduce.train.master import MasterWeights
 
@@ -124,3 +126,23 @@ def test_the_benchmarks_master_weights_step_updates_both_copies():
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
     for low, high in zip(master.compute.parameters(), model.parameters(), strict=True):
         assert low.dtype == torch.bfloat16 and torch.equal(low, high.detach().to(torch.bfloat16))
+
+
+def test_device_busy_time_counts_each_kernel_once():
+    """The profiler lists a kernel's time under the kernel and again under the operation that
+    launched it; busy time is the kernels', as the profiler's own table totals it."""
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(device, us, annotation=False):
+        return SimpleNamespace(device_type=device, self_device_time_total=us, is_user_annotation=annotation)
+
+    # an operation, its kernel, a memset, and a user's range over them
+    events = [event(cpu, 150.0), event(cuda, 130.0), event(cuda, 20.0), event(cuda, 999.0, True)]
+    assert device_busy_us(events) == 150.0
+
+
+def test_device_busy_time_of_a_cpu_profile_is_zero():
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        (a @ b).sum()
+    assert device_busy_us(prof.key_averages()) == 0

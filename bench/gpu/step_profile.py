@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile
 
@@ -51,8 +52,14 @@ def activities(device: torch.device) -> list[ProfilerActivity]:
 
 
 def device_busy_us(events: EventList) -> float:
-    """The device's busy time in microseconds: its kernels' own times added up."""
-    return sum(e.self_device_time_total for e in events)
+    """The device's busy time in microseconds: its kernels' and copies' own times added up, as the
+    profiler's table totals them. The host operations that launched them carry the same time
+    again (an H200 session counted it twice, and decoding came out busier than its wall time)."""
+    return sum(
+        e.self_device_time_total
+        for e in events
+        if e.device_type != DeviceType.CPU and not getattr(e, "is_user_annotation", False)
+    )
 
 
 def device_and_host_tables(events: EventList, device: torch.device, rows: int) -> str:
