@@ -38,14 +38,17 @@ Lines = list[str]
 
 
 def newest(records: Path, topic: str, claim: str) -> dict:
-    """The claim's newest record, bench/records/<topic>/<claim>-<YYYY-MM-DD>.json."""
-    pattern = re.compile(re.escape(claim) + r"-(\d{4}-\d{2}-\d{2})\.json")
+    """The claim's newest record, bench/records/<topic>/<claim>-<YYYY-MM-DD>[-N].json (-2, -3: a
+    day's second and third)."""
+    pattern = re.compile(re.escape(claim) + r"-(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.json")
     found = sorted(
-        (m.group(1), path) for path in (records / topic).glob("*.json") if (m := pattern.fullmatch(path.name))
+        (m.group(1), int(m.group(2) or 1), path)
+        for path in (records / topic).glob("*.json")
+        if (m := pattern.fullmatch(path.name))
     )
     if not found:
         raise FileNotFoundError(f"no record of {claim!r} in {records / topic}")
-    return json.loads(found[-1][1].read_text(encoding="utf-8"))
+    return json.loads(found[-1][-1].read_text(encoding="utf-8"))
 
 
 def provenance(record: dict, notes: str) -> Lines:

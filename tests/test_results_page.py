@@ -100,3 +100,13 @@ def test_the_program_table_gives_each_budget_its_columns_and_only_the_measured_o
     assert header.endswith("| ours at 20k: T | ours at 20k: UT+ACT | ours at 50k: UT |")
     assert "10k: UT |" not in header and "50k: T |" not in header
     assert addition.startswith("| addition |") and addition.endswith("| 0.11 / 0.22 (1) |")
+
+
+def test_a_days_second_record_is_newer_than_its_first_and_older_than_the_next_day(tmp_path):
+    folder = tmp_path / "gpu"
+    folder.mkdir()
+    for name in ("x-2026-11-30", "x-2026-11-30-2", "x-2026-11-29-3", "x-2026-11-30-10"):
+        (folder / f"{name}.json").write_text(json.dumps({"name": name}), encoding="utf-8")
+    assert newest(tmp_path, "gpu", "x")["name"] == "x-2026-11-30-10"
+    (folder / "x-2026-12-01.json").write_text(json.dumps({"name": "next day"}), encoding="utf-8")
+    assert newest(tmp_path, "gpu", "x")["name"] == "next day"

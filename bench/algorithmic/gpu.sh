@@ -61,7 +61,9 @@ for run in bench/out/algorithmic/*/*/; do  # data is not packed: a resumed run w
     [ "$cell" = logs ] || [ -f "bench/records/algorithmic/$setting/$cell.json" ] && continue
     newest=$(ls -d "$run"checkpoints/ckpt-* 2>/dev/null | tail -1)
     [ -n "$newest" ] && unfinished+=("${newest%/}" "${run}train.log" "${run}best.json")
-    [ -n "$newest" ] && [ -f "${run}continued.json" ] && unfinished+=("${run}continued.json")  # --continue-from
+    for kept in continued.json interrupted.json; do  # what it continues; the CPU its invocations spent
+        [ -n "$newest" ] && [ -f "$run$kept" ] && unfinished+=("$run$kept")
+    done
 done
 # the device returns files of at most 16 MiB, 64 MiB in all: the archive comes back in 15 MiB parts
 # (here: `cat algorithmic.tar.xz.* | tar -xJf -`)
