@@ -78,7 +78,7 @@ class _Step:
         d = model.tgt_embed.tokens.embedding_dim
         layers = list(model.decoder.layers)
         heads, d_head = layers[0].self_attn.heads, layers[0].self_attn.d_head
-        kv_shape = (shape.rows, heads, shape.capacity, d_head)
+        kv_shape = (shape.rows, shape.capacity, heads, d_head)  # as StaticKVCache holds them
         self.position = torch.zeros((), dtype=torch.long, device=device)
         self.tokens = torch.zeros(shape.rows, 1, dtype=torch.long, device=device)
         self.memory = torch.zeros(shape.sources, shape.memory, d, dtype=dtype, device=device)
@@ -250,7 +250,7 @@ class _SlotCache:
         n = self.filled
         for kv in self.step.self_kv:
             for buffer in (kv.k, kv.v):
-                buffer[:, :, :n].index_copy_(0, self.rows, buffer[:, :, :n].index_select(0, taken))
+                buffer[:, :n].index_copy_(0, self.rows, buffer[:, :n].index_select(0, taken))
 
     def decode(self, tokens: Tensor, memory: _Memory) -> Tensor:
         """Logits (rows searched, 1, vocab) of the next position."""
