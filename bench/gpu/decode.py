@@ -11,14 +11,16 @@ tokens (EOS blocked before, length penalty off), so each engine does the same wo
 the fastest of --reps timed runs after one untimed run (which captures the graphs); `agree` is
 the share of sentences whose output equals HF's (the first --length - 1 tokens: HF may end
 with EOS at the last step). --attention-kernel names the kernel our search tries first (default:
-PyTorch's own order, as `transduce translate` decodes); --profile profiles one more run of each
-cache per row (wall against device-busy seconds, and the tables). Writes decode.json to --out.
+PyTorch's own order, as `transduce translate` decodes; several: a row for each); --profile
+profiles one more run of each cache per row (wall against device-busy seconds, and the tables).
+Writes decode.json to --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -87,16 +89,17 @@ def compare(
     src: torch.Tensor,
     to_marian: torch.Tensor,
     beam: int,
+    kernel: str,
     args,
 ) -> dict:
-    """Seconds of HF and of our two caches on one batch; our outputs mapped to Marian's ids to
-    compare them with HF's."""
+    """Seconds of HF and of our two caches on one batch, `kernel` first; our outputs mapped to
+    Marian's ids to compare them with HF's."""
     hf_s, reference = timed(
         lambda: hugging_face(hf, to_marian[src], beam, args.length), args.device, args.reps
     )
     row, table = {"hf_s": hf_s}, to_marian.tolist()
     for engine in ("dynamic", "static"):
-        with our_kernels(args):
+        with our_kernels(args.device, kernel):
             seconds, outputs = timed(
                 lambda static=engine == "static": ours(ours_model, src, beam, args.length, static),
                 args.device,
@@ -113,22 +116,22 @@ def compare(
     return row
 
 
-def our_kernels(args: argparse.Namespace) -> contextlib.AbstractContextManager:
-    """--attention-kernel first around our search (HF keeps PyTorch's own order)."""
-    if args.attention_kernel == "pytorch":
+def our_kernels(device: torch.device, kernel: str) -> contextlib.AbstractContextManager:
+    """`kernel` first around our search (HF keeps PyTorch's own order)."""
+    if kernel == "pytorch":
         return contextlib.nullcontext()
-    return attention_kernels(args.device, args.attention_kernel)
+    return attention_kernels(device, kernel)
 
 
 def profiled(
-    model: torch.nn.Module, src: torch.Tensor, beam: int, args: argparse.Namespace, name: str
+    model: torch.nn.Module, src: torch.Tensor, beam: int, kernel: str, args: argparse.Namespace, name: str
 ) -> dict:
     """One more run of each of our caches under torch.profiler: its wall seconds against the device's
     busy seconds (the sum of its kernels' times), and the kernels and host operations by time in
     --out/profile-decode-<name>-<cache>.txt."""
     figures = {}
     for engine in ("dynamic", "static"):
-        with our_kernels(args), profile(activities=activities(args.device)) as prof:
+        with our_kernels(args.device, kernel), profile(activities=activities(args.device)) as prof:
             began = time.perf_counter()
             ours(model, src, beam, args.length, engine == "static")
             sync(args.device)
@@ -163,12 +166,17 @@ def rows_for(preset: str, args: argparse.Namespace) -> list[dict]:
             src = torch.randint(EOS + 1, len(vocab), (sentences, args.src_length + 1), generator=g)
             src[:, -1] = EOS
             assert not src.eq(PAD).any()
-            for beam in args.beams:
+            for beam, kernel in itertools.product(args.beams, args.attention_kernel):
                 row = {"preset": preset, "precision": precision, "sentences": sentences, "beam": beam}
-                row |= compare(ours_model, hf, src.to(args.device), to_marian.to(args.device), beam, args)
+                row |= {"attention_kernel": kernel}
+                row |= compare(
+                    ours_model, hf, src.to(args.device), to_marian.to(args.device), beam, kernel, args
+                )
                 if args.profile:
-                    name = f"{preset}-{precision}-{sentences}-beam{beam}"
-                    row |= profiled(ours_model, src.to(args.device), beam, args, name)
+                    name = f"{preset}-{precision}-{sentences}-beam{beam}" + (
+                        "" if kernel == "pytorch" else f"-{kernel}"
+                    )
+                    row |= profiled(ours_model, src.to(args.device), beam, kernel, args, name)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         del hf
@@ -191,9 +199,11 @@ def main() -> None:
     parser.add_argument("--device", type=torch.device, default="cuda")
     parser.add_argument(
         "--attention-kernel",
-        default="pytorch",
+        nargs="+",
+        default=["pytorch"],
         choices=["pytorch", *ATTENTION_KERNELS],
-        help="the attention kernel our search tries first on CUDA (pytorch: PyTorch's own order)",
+        help="the attention kernel our search tries first on CUDA (pytorch: PyTorch's own order); "
+        "several: a row for each",
     )
     parser.add_argument(
         "--profile",

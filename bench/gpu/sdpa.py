@@ -9,7 +9,9 @@ decoder during training. PyTorch picks a kernel (flash, memory-efficient, cuDNN,
 the inputs allow; flash takes no mask at all. For each mask, each backend is tried alone
 (`torch.nn.attention.sdpa_kernel`): whether it accepts the call and how long it takes, forward
 alone and forward + backward (`_train_us`), beside the default choice and its time (`chosen`: the
-backend PyTorch picks by itself). Writes sdpa.json.
+backend PyTorch picks by itself). Then decoding's calls, forward only (`decoding` in the JSON):
+one query a row against the growing cache (held as (rows, positions, heads, d_head), handed out
+as a view) and beam search's grouped cross-attention, --beam x --sentences rows. Writes sdpa.json.
 """
 
 from __future__ import annotations
@@ -110,6 +112,60 @@ def probe(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def decoding_calls(args: argparse.Namespace) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Decoding's attention calls at beam search's sizes: (q, k, v, mask or None) each."""
+    device, dtype = args.device, getattr(torch, args.dtype)
+    g = torch.Generator(device=device).manual_seed(1)
+    rows, heads, d = args.sentences * args.beam, args.heads, args.d_head
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, device=device, dtype=dtype, generator=g)
+
+    calls = {}
+    for filled in (8, 32):  # the cache's layout: (rows, capacity, heads, d_head), 64 positions held
+        k, v = (randn(rows, 64, heads, d)[:, :filled].transpose(1, 2) for _ in "kv")
+        calls[f"self, 1 query a row, {filled} cached keys"] = (randn(rows, heads, 1, d), k, v, None)
+    memory = args.length // 2
+    pad = masks(args.sentences, memory, device, dtype)["key padding, additive (encoder, cross)"]["attn_mask"]
+    calls[f"cross, {args.beam} grouped queries, {memory} keys"] = (
+        randn(args.sentences, heads, args.beam, d),
+        randn(args.sentences, heads, memory, d),
+        randn(args.sentences, heads, memory, d),
+        pad,
+    )
+    return calls
+
+
+def by_products(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Attention as two matrix products and a softmax, outside SDPA: the reference for its math kernel."""
+    scores = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    return torch.softmax(scores if mask is None else scores + mask, -1) @ v
+
+
+def decoding_row(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, device) -> dict:
+    """One decoding call's times: PyTorch's choice, each backend alone, and the two products."""
+    kwargs = {} if mask is None else {"attn_mask": mask}
+
+    def call() -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    row: dict = {"call": name, "default_us": timed(call, device), "chosen": chosen(q, k, v, kwargs)}
+    row["products_us"] = timed(lambda: by_products(q, k, v, mask), device)
+    for backend, kind in BACKENDS.items():
+        try:
+            with sdpa_kernel([kind]):
+                row[f"{backend}_us"] = timed(call, device)
+        except RuntimeError as exc:
+            row[f"{backend}_us"] = None
+            row[f"{backend}_refused"] = str(exc).splitlines()[0][:160]
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def probe_decoding(args: argparse.Namespace) -> list[dict]:
+    return [decoding_row(name, *call, args.device) for name, call in decoding_calls(args).items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,14 +174,18 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--length", type=int, default=48)
     parser.add_argument("--d-head", type=int, default=64)
+    parser.add_argument("--sentences", type=int, default=1024, help="decoding's calls: sentences searched")
+    parser.add_argument("--beam", type=int, default=4, help="decoding's calls: beam size")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--device", type=torch.device, default="cuda")
     parser.add_argument("--out", type=Path, default=Path("bench/out/gpu/sdpa"))
     args = parser.parse_args()
-    rows = probe(args)
+    rows, decoding = probe(args), probe_decoding(args)
     args.out.mkdir(parents=True, exist_ok=True)
     setup = {k: str(v) for k, v in vars(args).items() if k != "out"}
-    (args.out / "sdpa.json").write_text(json.dumps({"setup": setup, "rows": rows}, indent=1))
+    (args.out / "sdpa.json").write_text(
+        json.dumps({"setup": setup, "rows": rows, "decoding": decoding}, indent=1)
+    )
 
 
 if __name__ == "__main__":
