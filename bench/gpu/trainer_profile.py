@@ -1,7 +1,8 @@
 """Where the real trainer's steps spend their time: `transduce train`'s own optimizer step (the
-OptimizerStep a Trainer builds from the config, on the GPU when there is one) on the data's batches
-in the sampler's order: the host's wall time per step against the device's busy time per step (the
-sum of its kernels' times).
+OptimizerStep a Trainer builds from the config, on the GPU when there is one) on the trainer's own
+batch stream (the sampler's order, built ahead on a thread and copied on a side stream, as in
+training): the host's wall time per step against the device's busy time per step (the sum of its
+kernels' times).
 
     python3 -m bench.gpu.trainer_profile --dataset /tmp/l10n/l10n-de-data -- train.master_weights=true
     python3 -m bench.gpu.trainer_profile --preset small --dataset DIR -- data.max_tokens=512  # a smoke run
@@ -20,7 +21,6 @@ import argparse
 import json
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from torch.profiler import profile
@@ -28,48 +28,40 @@ from torch.profiler import profile
 from bench.gpu.step_profile import activities, device_and_host_tables, device_busy_us
 from bench.gpu.throughput import sync
 from transduce.config import load_config
-from transduce.data.batching import Batch
 from transduce.device import attention_kernels
+from transduce.train.batches import BatchStream
 from transduce.train.build import Distributed
 from transduce.train.trainer import Trainer
 
 
-def batches(trainer: Trainer, multiple: int) -> Iterator[tuple[Batch, tuple[int, ...]]]:
-    """The first epoch's batches in the sampler's order, on the trainer's device, with their shapes."""
-    split = trainer.train_split
-    for indices in trainer.sampler.epoch_batches(0):
-        batch = trainer.objective.collate(split, list(indices), multiple).to(trainer.device)
-        yield batch, (*batch.src.shape, batch.tgt_in.shape[1])
-
-
 def measure(args: argparse.Namespace) -> tuple[dict, str]:
     cfg = load_config(args.preset, [f"data.dataset={args.dataset}", *args.overrides])
-    if cfg.train.accumulate != 1:
-        raise SystemExit("error: bench.gpu.trainer_profile times one batch a step (train.accumulate=1)")
     trainer = Trainer(cfg, Path(tempfile.mkdtemp()) / "run", Distributed(), show_progress=False)
     step, device = trainer.optimizer_step, trainer.device
     step.start(0, 0, 0)
-    stream, seen = batches(trainer, cfg.data.pad_to_multiple), set()
+    seen: set[tuple[int, ...]] = set()
 
-    def run(count: int) -> int:
-        """`count` updates; how many had a batch shape not seen before."""
+    def run(stream: BatchStream, count: int) -> int:
+        """`count` updates; how many batches had a shape not seen before."""
         new = 0
         for _ in range(count):
-            batch, shape = next(stream)
-            new += shape not in seen
-            seen.add(shape)
-            step([batch])
+            prepared = next(stream)
+            for batch in prepared.batches:
+                shape = (*batch.src.shape, batch.tgt_in.shape[1])
+                new += shape not in seen
+                seen.add(shape)
+            step(prepared.batches)
         return new
 
-    with attention_kernels(device, cfg.train.attention_kernel):
-        run(args.warmup)
+    with attention_kernels(device, cfg.train.attention_kernel), trainer.batch_stream() as stream:
+        run(stream, args.warmup)
         sync(device)
         began = time.perf_counter()
-        new = run(args.steps)
+        new = run(stream, args.steps)
         sync(device)
         wall = (time.perf_counter() - began) / args.steps
         with profile(activities=activities(device)) as prof:
-            profiled_new = run(args.steps)
+            profiled_new = run(stream, args.steps)
             sync(device)
     events = prof.key_averages()
     busy = device_busy_us(events) / 1e3 / args.steps

@@ -311,6 +311,15 @@ class Trainer:
     def _last_metrics(self) -> dict[str, Any]:
         return self.state.history[-1] if self.state.history else {}
 
+    def batch_stream(self) -> BatchStream:
+        """The training batches from the sampler's position, built ahead (`train.prefetch`) and on
+        the device, `train.accumulate` to a step."""
+        s = self.settings
+        collate = partial(self.objective.collate, self.train_split, multiple=s.pad_to_multiple)
+        return BatchStream(
+            self.sampler, collate, s.accumulate, self.device, steps_ahead(s.prefetch, self.device)
+        )
+
     def _loop(self) -> str:
         """Update until a limit ends the run; why it ended. The steps' outcomes are read back from
         the device only where something is due (`_read_due`), so between read-backs the host
@@ -319,9 +328,7 @@ class Trainer:
         now = time.monotonic()
         clock = Clock(last_save=now, last_validation=self.state.train_seconds, window_start=now)
         self._start_counters()
-        collate = partial(self.objective.collate, self.train_split, multiple=s.pad_to_multiple)
-        ahead = steps_ahead(s.prefetch, self.device)
-        stream = BatchStream(self.sampler, collate, s.accumulate, self.device, ahead)
+        stream = self.batch_stream()
         progress = TrainingProgress(self.console, self.show, s.steps, s.max_minutes)
         kernels = attention_kernels(self.device, s.attention_kernel)
         with progress, stream, kernels, self._deferring():
