@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from transduce.model.attention import scaled_dot_product
+
 BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -84,6 +86,28 @@ def forward_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: 
     return out
 
 
+def kernel_row(
+    head: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict, device, train: bool
+) -> dict:
+    """`head` with one attention call's times: PyTorch's own choice, then each backend alone
+    (forward, and forward + backward when `train`), or why it refused the call."""
+
+    def call() -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    row = head | {"default_us": timed(call, device), "chosen": chosen(q, k, v, kwargs)}
+    for backend, kind in BACKENDS.items():
+        try:
+            with sdpa_kernel([kind]):
+                row[f"{backend}_us"] = timed(call, device)
+                if train:
+                    row[f"{backend}_train_us"] = timed(lambda: forward_backward(q, k, v, kwargs), device)
+        except RuntimeError as exc:
+            row[f"{backend}_us"] = None
+            row[f"{backend}_refused"] = str(exc).splitlines()[0][:160]
+    return row
+
+
 def probe(args: argparse.Namespace) -> list[dict]:
     device, dtype = args.device, getattr(torch, args.dtype)
     g = torch.Generator(device=device).manual_seed(0)
@@ -91,22 +115,7 @@ def probe(args: argparse.Namespace) -> list[dict]:
     q, k, v = (torch.randn(shape, device=device, dtype=dtype, generator=g) for _ in range(3))
     rows = []
     for name, kwargs in masks(args.batch, args.length, device, dtype).items():
-        row: dict = {
-            "mask": name,
-            "default_us": timed(lambda kw=kwargs: F.scaled_dot_product_attention(q, k, v, **kw), device),
-            "chosen": chosen(q, k, v, kwargs),
-        }
-        for backend, kind in BACKENDS.items():
-            try:
-                with sdpa_kernel([kind]):
-                    row[f"{backend}_us"] = timed(
-                        lambda kw=kwargs: F.scaled_dot_product_attention(q, k, v, **kw), device
-                    )
-                    train = timed(lambda kw=kwargs: forward_backward(q, k, v, kw), device)
-                    row[f"{backend}_train_us"] = train
-            except RuntimeError as exc:
-                row[f"{backend}_us"] = None
-                row[f"{backend}_refused"] = str(exc).splitlines()[0][:160]
+        row = kernel_row({"mask": name}, q, k, v, kwargs, device, train=True)
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -136,28 +145,13 @@ def decoding_calls(args: argparse.Namespace) -> dict[str, tuple[torch.Tensor, ..
     return calls
 
 
-def by_products(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Attention as two matrix products and a softmax, outside SDPA: the reference for its math kernel."""
-    scores = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
-    return torch.softmax(scores if mask is None else scores + mask, -1) @ v
-
-
 def decoding_row(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, device) -> dict:
-    """One decoding call's times: PyTorch's choice, each backend alone, and the two products."""
-    kwargs = {} if mask is None else {"attn_mask": mask}
-
-    def call() -> torch.Tensor:
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
-
-    row: dict = {"call": name, "default_us": timed(call, device), "chosen": chosen(q, k, v, kwargs)}
-    row["products_us"] = timed(lambda: by_products(q, k, v, mask), device)
-    for backend, kind in BACKENDS.items():
-        try:
-            with sdpa_kernel([kind]):
-                row[f"{backend}_us"] = timed(call, device)
-        except RuntimeError as exc:
-            row[f"{backend}_us"] = None
-            row[f"{backend}_refused"] = str(exc).splitlines()[0][:160]
+    """One decoding call's times: PyTorch's choice, each backend alone, and the model's own plain
+    path (two matrix products and a softmax, outside SDPA: `scaled_dot_product` with weights)."""
+    row = kernel_row(
+        {"call": name}, q, k, v, {} if mask is None else {"attn_mask": mask}, device, train=False
+    )
+    row["products_us"] = timed(lambda: scaled_dot_product(q, k, v, mask, need_weights=True)[0], device)
     print(json.dumps(row), flush=True)
     return row
 
