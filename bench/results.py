@@ -622,14 +622,15 @@ def teacher_forced(records: Path) -> Lines:
     the cells that learned the task in distribution (mean dev character accuracy >= LEARNED): for
     the others, at chance, the two decodings say nothing about length (the notes list them). Each
     (task, model) at its best positions setting by tensor2tensor's measure, ranked as the headline
-    ranks (`headline.rank`), that setting at its longest training: the other settings and shorter
-    runs are in the notes."""
+    ranks (`headline.rank`), that setting at its longest training: the other settings, shorter runs
+    and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
-        position_range = json.loads(setting_file.read_text(encoding="utf-8")).get("position_range")
+        setting = json.loads(setting_file.read_text(encoding="utf-8"))
+        position_range = setting.get("position_range")
         for path in sorted(setting_file.parent.glob("*-seed*.json")):
             run = json.loads(path.read_text(encoding="utf-8"))
-            if "t2t_char" in run and run["task"] in PAPER:
+            if "t2t_char" in run and run["task"] in PAPER and headline.at_paper_sizes(setting, run["model"]):
                 positions = run["positions"]
                 if position_range and positions.startswith(("subset", "offset_range")):
                     positions += f" ({position_range})"
