@@ -61,7 +61,7 @@ import torch
 
 from bench.algorithmic import continuation, headline
 from bench.algorithmic.jobs import GRID, Pool, cell_argv, cell_env, probe
-from bench.algorithmic.tasks import LABELS, PAPER, TASKS
+from bench.algorithmic.tasks import LABELS, PAPER, TASKS, TINY
 from bench.records import BENCH, ROOT, cpu_name, host_line, mean_pair, spread
 from transduce.config import Config, load_config
 from transduce.data.dataset import Split
@@ -567,14 +567,14 @@ def grid_options(parser: argparse.ArgumentParser) -> None:
     )
     grid.add_argument("--seeds", type=int, default=3, help="seeds 1..N per cell")
     size = parser.add_argument_group("sizes (tensor2tensor's tiny models)")
-    size.add_argument("--width", type=int, default=128, help="d_model")
-    size.add_argument("--d-ff", type=int, default=512)
-    size.add_argument("--heads", type=int, default=4)
-    size.add_argument("--layers", type=int, default=2, help="Transformer layers per stack")
+    size.add_argument("--width", type=int, default=TINY["width"], help="d_model")
+    size.add_argument("--d-ff", type=int, default=TINY["d_ff"])
+    size.add_argument("--heads", type=int, default=TINY["heads"])
+    size.add_argument("--layers", type=int, default=TINY["layers"], help="Transformer layers per stack")
     size.add_argument(
         "--ut-steps",
         type=int,
-        default=8,
+        default=TINY["ut_steps"],
         help="UT steps per stack (UT+ACT: at most; tensor2tensor's adaptive tiny set caps ACT at 4)",
     )
     size.add_argument("--act-tau", type=float, default=0.01, help="ACT's ponder cost weight (model.act_tau)")

@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.algorithmic.tasks import LABELS, PAPER
+from bench.algorithmic.tasks import DEPTH, LABELS, PAPER, TINY
 from bench.records import ROOT
 
 TASKS = ("copy", "reverse", "addition")
@@ -27,15 +27,12 @@ MODELS = tuple(LABELS)
 TRAIN_LEN, TEST_LEN = 40, 400  # the paper's setting
 PLOT = ROOT / "docs" / "results" / "algorithmic-headline.png"
 COLOURS = {"transformer": "tab:blue", "ut": "tab:orange", "ut_act": "tab:green"}
-TINY = {"width": 128, "d_ff": 512, "heads": 4}  # tensor2tensor's tiny sizes, every model
-DEPTH = {"transformer": ("layers", 2), "ut": ("ut_steps", 8), "ut_act": ("ut_steps", 8)}
 
 
 def at_paper_sizes(setting: dict, model: str) -> bool:
     """Whether a setting trained `model` at the paper's sizes (a setting that does not name a size
     has the grid's default, which is the paper's)."""
-    name, depth = DEPTH[model]
-    return all(setting.get(key, value) == value for key, value in (TINY | {name: depth}).items())
+    return all(setting.get(key, TINY[key]) == TINY[key] for key in ("width", "d_ff", "heads", DEPTH[model]))
 
 
 def device_of(run: dict) -> str:

@@ -7,6 +7,10 @@ import argparse
 from dataclasses import dataclass
 
 LABELS = {"transformer": "Transformer", "ut": "UT", "ut_act": "UT+ACT"}
+# tensor2tensor's tiny sizes, the paper's models: the grid's defaults, and the only settings the
+# headline sets beside the paper; each model's depth is the one size of the two it reads
+TINY = {"width": 128, "d_ff": 512, "heads": 4, "layers": 2, "ut_steps": 8}
+DEPTH = {"transformer": "layers", "ut": "ut_steps", "ut_act": "ut_steps"}
 # The paper's Table 3 (char acc, seq acc at length 400) and its LTE table; one "Universal Transformer"
 # row, which the paper does not say is with or without ACT, so it stands beside both of ours.
 PAPER = {
