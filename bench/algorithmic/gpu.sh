@@ -17,8 +17,9 @@
 #       $OUT gets algorithmic.tar.xz.0, .1, ... (15 MiB parts of one archive): bench/records/algorithmic/
 #       (the new records and the probe's) and, in bench/out/algorithmic/, the unfinished cells' newest
 #       checkpoints and every cell's log. Here: `cat algorithmic.tar.xz.* | tar -xJf -`, commit
-#       bench/records/algorithmic, and carry bench/out/algorithmic to the next session so that the
-#       interrupted cells resume (it must fit the 64 MiB a call carries: carry only the cells to resume).
+#       bench/records/algorithmic, and resume the interrupted cells from bench/out/algorithmic in the
+#       same session, on the CPU or by carrying them to the next device call (only the cells to
+#       resume: a call carries 64 MiB); a new session's checkout has no bench/out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."  # the repository root
 MINUTES=${1:?usage: bench/algorithmic/gpu.sh MINUTES [JOBS]}
