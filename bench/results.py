@@ -625,16 +625,12 @@ def teacher_forced(records: Path) -> Lines:
     ranks (`headline.rank`), that setting at its longest training: the other settings, shorter runs
     and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
-    for setting_file in sorted(records.glob("algorithmic/*/setting.json")):
-        setting = json.loads(setting_file.read_text(encoding="utf-8"))
-        position_range = setting.get("position_range")
-        for path in sorted(setting_file.parent.glob("*-seed*.json")):
-            run = json.loads(path.read_text(encoding="utf-8"))
-            if "t2t_char" in run and run["task"] in PAPER and headline.at_paper_sizes(setting, run["model"]):
-                positions = run["positions"]
-                if position_range and positions.startswith(("subset", "offset_range")):
-                    positions += f" ({position_range})"
-                cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
+    for _, setting, run in headline.paper_size_runs(records / "algorithmic"):
+        if "t2t_char" in run and run["task"] in PAPER:
+            positions = run["positions"]
+            if setting.get("position_range") and positions.startswith(("subset", "offset_range")):
+                positions += f" ({setting['position_range']})"
+            cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
     cells = {
         key: runs for key, runs in cells.items() if statistics.fmean(r["dev_char"] for r in runs) >= LEARNED
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +44,25 @@ def device_of(run: dict) -> str:
     return machine.split(",")[0] if machine else "CPU (model not recorded)"
 
 
+def paper_size_runs(records: Path) -> Iterator[tuple[str, dict, dict]]:
+    """(setting folder's name, setting, run) for every recorded run in `records`' setting folders
+    whose model is at the paper's sizes: what the headline and the results page's teacher-forced
+    table choose from."""
+    for setting_file in sorted(records.glob("*/setting.json")):
+        setting = json.loads(setting_file.read_text(encoding="utf-8"))
+        for path in sorted(setting_file.parent.glob("*-seed*.json")):
+            run = json.loads(path.read_text(encoding="utf-8"))
+            if at_paper_sizes(setting, run["model"]):
+                yield setting_file.parent.name, setting, run
+
+
 def runs_by_setting(records: Path) -> dict[tuple[str, str, str, str], list[dict]]:
     """Every recorded run at the paper's lengths, by (task, model, setting folder, positions)."""
     grouped: dict[tuple[str, str, str, str], list[dict]] = {}
-    for setting_file in sorted(records.glob("*/setting.json")):
-        setting = json.loads(setting_file.read_text())
-        if (setting.get("train_len"), setting.get("test_len")) != (TRAIN_LEN, TEST_LEN):
-            continue
-        for path in sorted(setting_file.parent.glob("*-seed*.json")):
-            run = json.loads(path.read_text())
-            if run["task"] in TASKS and at_paper_sizes(setting, run["model"]):
-                key = (run["task"], run["model"], setting_file.parent.name, run["positions"])
-                grouped.setdefault(key, []).append(run)
+    for folder, setting, run in paper_size_runs(records):
+        at_lengths = (setting.get("train_len"), setting.get("test_len")) == (TRAIN_LEN, TEST_LEN)
+        if at_lengths and run["task"] in TASKS:
+            grouped.setdefault((run["task"], run["model"], folder, run["positions"]), []).append(run)
     return grouped
 
 
