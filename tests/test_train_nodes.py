@@ -4,12 +4,14 @@ nodes share a network file system."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from transduce.train.build import Distributed
 from transduce.train.state import peer_lost
 
 COMMON = [*TINY, "model.dropout=0", "train.threads=1"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
 
 
 def free_port() -> int:
@@ -31,24 +33,56 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def node(run: Path, port: int, *extra: str, new_session: bool = False) -> subprocess.Popen:
-    """One node's launch, as on each machine: the same command, the rendezvous on the first."""
-    launch = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d"]
+@dataclass
+class Node:
+    process: subprocess.Popen
+    log: Path  # its stdout and stderr
+
+
+def node(run: Path, port: int, *extra: str, host: bool) -> Node:
+    """One node's launch, as on each machine: the same command; the `host` node serves the
+    rendezvous store (said, not guessed from the address, which both "nodes" here share) and
+    every address is 127.0.0.1, with no name lookup of this machine. Each node is its own
+    process group, with its output in files beside the run (a pipe nobody reads could stall it)."""
+    launch = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d", "--local-addr", "127.0.0.1"]
     launch += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "nodes-test"]
+    launch += ["--rdzv-conf", f"is_host={int(host)}"]
     command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m", "transduce", "train", "small"]
     command += [*COMMON, *extra, "--run-dir", str(run), "--no-progress"]
-    return subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-        start_new_session=new_session,
+    log = run.parent / f"{run.name}-{port}-{'host' if host else 'guest'}.log"
+    with log.open("w") as out:
+        return Node(subprocess.Popen(command, stdout=out, stderr=out, env=ENV, start_new_session=True), log)
+
+
+def pair(run: Path, *extra: str) -> list[Node]:
+    """Two nodes of one run, on a fresh port."""
+    port = free_port()
+    return [node(run, port, *extra, host=True), node(run, port, *extra, host=False)]
+
+
+def finish(*nodes: Node, timeout: float = 150) -> list[tuple[int, str]]:
+    """Each node's exit status and output. A node still running after `timeout` seconds is a
+    hang: its workers print where they are (faulthandler, on SIGABRT), every node is killed and
+    the test fails with all the output."""
+    deadline = time.monotonic() + timeout
+    processes = [n.process for n in nodes]
+    while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    hung = [p for p in processes if p.poll() is None]
+    for p in hung:
+        for pid in children(p.pid):
+            with contextlib.suppress(ProcessLookupError):  # it may have ended since
+                os.kill(pid, signal.SIGABRT)
+    time.sleep(2 if hung else 0)
+    for p in processes:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    outputs = [n.log.read_text() for n in nodes]
+    assert not hung, f"{len(hung)} node(s) still running after {timeout} s:\n" + "\n----\n".join(
+        o[-4000:] for o in outputs
     )
-
-
-def finish(*nodes: subprocess.Popen, timeout: float = 300) -> list[tuple[int, str]]:
-    return [(p.wait(timeout), p.communicate()[1]) for p in nodes]
+    return [(p.returncode, o) for p, o in zip(processes, outputs, strict=True)]
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
@@ -78,29 +112,24 @@ def test_two_nodes_equal_one_process_with_the_same_global_batch(tmp_path):
         timeout=300,
     )
     assert single.returncode == 0, single.stderr[-2000:]
-    port = free_port()
-    first = node(tmp_path / "two", port, *steps)
-    time.sleep(0.5)  # the first node hosts the rendezvous, as the endpoint's machine would
-    for code, err in finish(first, node(tmp_path / "two", port, *steps)):
+    for code, err in finish(*pair(tmp_path / "two", *steps)):
         assert code == 0, err[-2000:]
     a, b = weights(tmp_path / "one"), weights(tmp_path / "two")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
 
 
 def test_a_node_that_dies_stops_the_survivor_with_a_clear_error_and_the_run_resumes(tmp_path):
-    run, port = tmp_path / "run", free_port()
+    run = tmp_path / "run"
     steps = ["train.steps=400", "train.save_every=10"]
-    survivor = node(run, port, *steps)
-    time.sleep(0.5)
-    doomed = node(run, port, *steps, new_session=True)
+    survivor, doomed = pair(run, *steps)
     deadline = time.monotonic() + 240
     while not (run / "checkpoints").is_dir() or not step_checkpoints(run / "checkpoints"):
-        assert time.monotonic() < deadline and survivor.poll() is None, "no checkpoint written"
+        assert time.monotonic() < deadline and survivor.process.poll() is None, "no checkpoint written"
         time.sleep(0.2)
-    for pid in [doomed.pid, *children(doomed.pid)]:  # the machine goes: launcher and worker
+    for pid in [doomed.process.pid, *children(doomed.process.pid)]:  # the machine goes: launcher and worker
         os.kill(pid, signal.SIGKILL)
     code, err = finish(survivor, timeout=120)[0]
-    doomed.wait()
+    doomed.process.wait()
     assert code != 0
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "another process of the run stopped" in errors[0], err[-3000:]
@@ -109,10 +138,7 @@ def test_a_node_that_dies_stops_the_survivor_with_a_clear_error_and_the_run_resu
     saved = step_checkpoints(run / "checkpoints")[-1]
     assert (saved / "model.safetensors").exists()
     resumed = ["train.steps=" + str(int(saved.name[5:]) + 4), "train.save_every=10", "--resume"]
-    port = free_port()
-    first = node(run, port, *resumed)
-    time.sleep(0.5)
-    for code, err in finish(first, node(run, port, *resumed)):
+    for code, err in finish(*pair(run, *resumed)):
         assert code == 0, err[-2000:]
     assert int(step_checkpoints(run / "checkpoints")[-1].name[5:]) == int(saved.name[5:]) + 4
 
