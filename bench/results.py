@@ -714,14 +714,13 @@ def demo(records: Path) -> Lines:
     return [
         "## The demo",
         "",
-        "`make demo`: the `small` preset on the `reverse` task, 1,000 steps (about 10 minutes on 2 cores):",
+        "`make demo`: the `small` preset on the `reverse` task, 1,000 steps (about 10 minutes on 2 cores; "
+        f"host: {record['host']}; date: {record['date']}):",
         "",
         *markdown_table(
             record["rows"],
             {"split": "split", "char_acc": "character accuracy", "seq_acc": "sequence accuracy"},
         ),
-        "",
-        f"Host: {record['host']}. Date: {record['date']}.",
     ]
 
 
