@@ -2,6 +2,7 @@
 
 import math
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -240,7 +241,7 @@ def test_ddp_two_processes_equal_one_process_with_same_global_batch(tmp_path):
             "--nproc_per_node",
             "2",
             "--master_port",
-            "29533",
+            str(free_port()),
             "-m",
             "transduce",
             "train",
@@ -483,3 +484,10 @@ def test_label_smoothing_without_gradient_keeps_no_gradient_buffer():
     )
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert not loss.requires_grad
+
+
+def free_port() -> int:
+    """A port nothing listens on now: a fixed one may be held by another run on the machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
