@@ -1,10 +1,10 @@
 """A real uvicorn server on a free loopback port, for the serving tests."""
 
-import socket
 import threading
 import time
 
 import uvicorn
+from ports import free_port
 
 from transduce.serve import Listen
 from transduce.serve.listen import uvicorn_settings
@@ -15,9 +15,7 @@ class Server:
     (`options`: more of `Listen`'s settings)."""
 
     def __init__(self, app, **options):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         listen = Listen(port=self.port, **options)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **uvicorn_settings(listen)))
         self.thread = threading.Thread(target=self.server.run, daemon=True)

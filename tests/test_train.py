@@ -2,13 +2,13 @@
 
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from ports import free_port
 from safetensors.torch import load_file
 from tiny import TINY, tiny_config
 
@@ -484,10 +484,3 @@ def test_label_smoothing_without_gradient_keeps_no_gradient_buffer():
     )
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert not loss.requires_grad
-
-
-def free_port() -> int:
-    """A port nothing listens on now: a fixed one may be held by another run on the machine."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

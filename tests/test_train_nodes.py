@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from ports import free_port
 from safetensors.torch import load_file
 from tiny import TINY
 
@@ -25,12 +25,6 @@ from transduce.train.state import peer_lost
 
 COMMON = [*TINY, "model.dropout=0", "train.threads=1"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
