@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from ports import free_port
 from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
@@ -296,9 +297,7 @@ def test_sigterm_mid_decode_exits_within_the_graceful_period(tmp_path):
     1000 tokens), SIGTERM a moment into it: the process must be gone about --graceful-seconds
     later, not when the decode ends."""
     run = train_tiny(tmp_path / "run", 5, "decode.min_len=1000", "decode.max_len_b=1000")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     big = "1000000"
     command = [sys.executable, "-m", "transduce", "serve", str(run), "--port", str(port), "--threads", "1"]
     command += ["--graceful-seconds", "1", "--max-request-tokens", big, "--max-batch-tokens", big]
