@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ sys.path.insert(0, str(ROOT))  # the repository root, where bench/ is
 from bench.algorithmic import headline  # noqa: E402
 from bench.algorithmic.grid import POSITIONS, config, parse, setting_name  # noqa: E402
 from bench.algorithmic.jobs import cell_argv  # noqa: E402
+from bench.records import mean_pair  # noqa: E402
 from transduce.fileio import RunLock  # noqa: E402
 
 TINY = [
@@ -303,6 +305,21 @@ def test_the_headline_is_the_best_setting_of_each_model_at_400(tmp_path):
     assert (reverse["model"], reverse["device"], reverse["paper"]) == ("transformer", "H100", [0.13, 0.06])
     assert reverse["teacher_forced"] is None
     assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_the_headline_keeps_means_unrounded_so_the_page_rounds_them_once(tmp_path):
+    """Seeds whose mean is just under .xx5 (0.17, 0.2, 0.215: 0.19499...): a mean stored rounded to
+    four places (0.195) would read 0.20 in the headline table and 0.19 where the page rounds the
+    seeds' own mean; unrounded, both read 0.19."""
+    records = tmp_path / "records"
+    runs = [
+        fake_run("reverse", "transformer", "offset", seed, 0.5, 0.1, t2t_char=0.9, t2t_seq=seq)
+        for seed, seq in ((1, 0.17), (2, 0.2), (3, 0.215))
+    ]
+    write_setting(records, "a", 40, runs)
+    (row,) = headline.headline(records)
+    assert row["teacher_forced"]["seq"] == statistics.fmean(r["t2t_seq"] for r in runs)
+    assert f"{row['teacher_forced']['seq']:.2f}" == mean_pair(runs, "t2t_char", "t2t_seq")[-4:] == "0.19"
 
 
 def test_the_committed_headline_is_what_the_records_give(tmp_path):

@@ -73,12 +73,13 @@ def one_or_all(values: set) -> Any:
 
 def means(folder: str, positions: str, runs: list[dict], char: str, seq: str) -> dict[str, Any]:
     """One setting's mean character and sequence accuracy over its seeds, by the record fields
-    named (greedy's `char`/`seq`, or tensor2tensor's measure `t2t_char`/`t2t_seq`)."""
+    named (greedy's `char`/`seq`, or tensor2tensor's measure `t2t_char`/`t2t_seq`). Unrounded, so
+    that the results page rounds each mean once, as its other tables do."""
     return {
         "setting": folder,
         "positions": positions,
-        "char": round(statistics.fmean(r[char] for r in runs), 4),
-        "seq": round(statistics.fmean(r[seq] for r in runs), 4),
+        "char": statistics.fmean(r[char] for r in runs),
+        "seq": statistics.fmean(r[seq] for r in runs),
         "n": len(runs),
         "updates": one_or_all({r.get("updates", r["steps"]) for r in runs}),
     }
@@ -91,8 +92,8 @@ def summary(folder: str, positions: str, runs: list[dict]) -> dict[str, Any]:
         "device": one_or_all({device_of(r) for r in runs}),
         "by_length": {
             str(n): {
-                "char": round(statistics.fmean(r["by_length"][str(n)]["char"] for r in runs), 4),
-                "seq": round(statistics.fmean(r["by_length"][str(n)]["seq"] for r in runs), 4),
+                "char": statistics.fmean(r["by_length"][str(n)]["char"] for r in runs),
+                "seq": statistics.fmean(r["by_length"][str(n)]["seq"] for r in runs),
             }
             for n in sorted(lengths)
         },
