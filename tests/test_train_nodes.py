@@ -151,6 +151,21 @@ def test_what_counts_as_a_lost_process(exc, lost):
     assert Distributed(0, 1).lost_peer(exc) is False  # one process has no peers to lose
 
 
+@pytest.mark.parametrize("world, left", [(2, True), (1, False)])
+def test_closing_leaves_the_process_group_of_a_run_of_several(tmp_path, world, left):
+    """A run of several processes leaves its group before the exit (gloo's threads, left to the
+    interpreter's end, hung a node); one process leaves alone a group its caller made."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        Distributed(0, world).close()
+        assert torch.distributed.is_initialized() is not left
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
 def test_the_lost_process_message_names_the_cause_and_the_way_on(tmp_path):
     exc = RuntimeError(
         "[/x/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:9642: Connection reset by peer. "

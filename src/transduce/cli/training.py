@@ -94,6 +94,7 @@ def train(
             report_end(trainer, run, metrics)
     finally:  # the process's own again, before its exit handlers run: a SIGTERM among them
         signal.signal(signal.SIGTERM, previous)  # raised SystemExit there and printed a traceback
+        env.close()
 
 
 def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:

@@ -42,6 +42,13 @@ class Distributed:
         if self.world > 1:
             dist.barrier()
 
+    def close(self) -> None:
+        """Leave the process group while the interpreter is whole. Left to the process's exit,
+        gloo's threads free tensors after Python has gone, and a rank can hang there or abort
+        (seen on the guest of two nodes whose host had finished)."""
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
     def lost_peer(self, exc: BaseException) -> bool:
         """Whether `exc` is the process group failing (another process died, or its machine, or
         the network between them): gloo raises a RuntimeError naming its transport, NCCL and the
