@@ -173,7 +173,7 @@ def test_the_deadline_interrupts_a_cell_of_a_grid_started_in_the_background(tmp_
     """A shell's background job ignores SIGINT, and its children inherit that: the cell must
     still stop at --minutes (saving a checkpoint) instead of training on to the end."""
     done = subprocess.run(
-        long_grid(tmp_path, "0.25"),
+        long_grid(tmp_path, "0.5"),
         cwd=ROOT,
         env=GRID_ENV,
         capture_output=True,
