@@ -1,17 +1,26 @@
-"""One lent GPU's measurements, in stages that fit its minutes (issue 47), and their summary.
+"""One lent GPU's measurements, in stages that fit its minutes (issues 47 and 86), and their summary.
 
     python -m bench.gpu.session --out $OUT                      # every stage (bench/gpu/gpu.sh)
     python -m bench.gpu.session --out $OUT --stages decode      # only what an earlier run missed
     python -m bench.gpu.session --out $OUT --previous bench/records/gpu/h100-2026-12-01
 
-Stages, each writing `<stage>.json` (and its log) to --out, run in this order by default:
-  tests    the `gpu`-marked tests (tests/test_gpu.py)
-  decode   bench.gpu.decode: small and base, fp32 and bf16, greedy and beam 4, 64 and 1,024
-           sentences, our growing and static caches against HF `generate` on the same weights
+Stages, each writing `<stage>.json` (and its log) to --out, run in this order by default (what
+issue 86 needs most first); every command's peak device memory is read from outside (nvidia-smi):
   trainer  the real `transduce train base` on the carried l10n En->De data (bench/gpu/gpu.sh pack),
            bf16, a fixed number of steps per variant (--trainer-variants: extra overrides); target
            tokens/s from train.log after its first window (start-up and compilation excluded), and
            the mean target tokens per step
+  peers    the peer trainers on the same data (bench.gpu.peer_trainers, --peers): HF MarianMTModel
+           in a plain PyTorch loop on our batches, OpenNMT-py's own onmt_train (carried wheels)
+  ttq      time to quality: `transduce train` with the GPU recipe (TTQ below, with the trainer
+           stage's fastest variant) for --ttq-minutes (fewer when the session's deadline is nearer),
+           then `transduce evaluate` on the 2,000 test lines, beam 4: BLEU and chrF
+  ct2      bench.gpu.ct2_cuda on the ttq stage's model (or, without it, a 50-update one):
+           `--engine ctranslate2` on CUDA against raw CTranslate2 and our torch engine, float16,
+           bfloat16 and int8_float16, beam 4 and greedy, 1,024 sentences (carry .whl-ct2)
+  tests    the `gpu`-marked tests (tests/test_gpu.py)
+  decode   bench.gpu.decode: small and base, fp32 and bf16, greedy and beam 4, 64 and 1,024
+           sentences, our growing and static caches against HF `generate` on the same weights
   bench    bench.gpu.throughput: base and big at the trainer's mean batch (or --tokens) and its
            data's vocabulary, bf16 autocast and bf16 weights with fp32 masters (the trainer's fast
            path; also compiled): the step alone, tokens/s and MFU
@@ -26,24 +35,26 @@ Stages, each writing `<stage>.json` (and its log) to --out, run in this order by
   sdpa     which scaled-dot-product-attention kernel runs with our masks, and each kernel's time
            forward and forward + backward (bench.gpu.sdpa)
 summary.json gathers the stages found in --out and in --previous (a committed earlier run's
-folder), so a session can run only the stages an earlier one did not finish. CTranslate2 is not
-run: its newest wheel (4.8.5) loads libcublas.so.12 (CUDA 12), the device image has CUDA 13
-(libcublas.so.13), and the CUDA 12 cuBLAS wheel is far over what may be carried to the device.
+folder), so a session can run only the stages an earlier one did not finish. The session's
+deadline (GPU_BUDGET_S seconds from GPU_SESSION_START, which bench/gpu/gpu.sh sets) shortens the
+ttq stage's training so that its evaluation still fits.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 # the stages, run by default in this order (what is most needed first)
-STAGES = ("tests", "decode", "trainer", "bench", "profile", "kernel", "sdpa")
+STAGES = ("trainer", "peers", "ttq", "ct2", "bench", "decode", "tests", "profile", "kernel", "sdpa")
 DATA = Path("/tmp/l10n")
 TRAINER = [
     "base",
@@ -68,20 +79,82 @@ MASTER_STEP = "bf16-master"  # the benchmark's name for that step
 FAST = f"data.pad_to_multiple=8 {MASTER}"
 FAST_COMPILED = f"{FAST} train.compile=true"
 MASTER_CUDNN = f"{MASTER} train.attention_kernel=cudnn"
-TRAINER_VARIANTS = (MASTER, FAST, MASTER_CUDNN)
+TRAINER_VARIANTS = (MASTER, FAST)
+# Time to quality on the device (issue 86): `base` with pre-norm, whose residual path lets a
+# higher peak rate train stably (the CPU hour's small-fast is pre-norm too), and a warmup of 1,500
+# updates (peak 1.14e-3) instead of 4,000, since a few minutes at ~15 updates/s hold about 5,000;
+# a checkpoint a minute and the last five averaged, which gained 1.4 BLEU on the CPU hour
+# (docs/results.md, the ablation `avg5`); no validation on the way (its time goes to training).
+TTQ = [
+    "base",
+    f"data.dataset={DATA}/l10n-de-data",
+    "data.max_tokens=25000",
+    "model.norm=pre",
+    "train.precision=bf16",
+    "train.warmup=1500",
+    "train.log_every=100",
+    "train.validate_every=100000000",
+    "train.save_every=100000000",
+    "train.save_every_minutes=1.0",
+    "train.keep_last=5",
+    "train.average_last=5",
+]
+TTQ_RUN = Path("/tmp/ttq")
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
 
 
-def run(command: list[str], log: Path, timeout: float) -> int:
-    """Run `command` with its output in `log` (and echoed); its exit status, 124 past `timeout`."""
-    print("$ " + " ".join(command), flush=True)
-    with log.open("w") as out:
+class DeviceMemory:
+    """The device's peak memory in use while a command runs, over what was in use before it, read
+    from nvidia-smi every 0.2 s (the same measure for every trainer, whatever allocates); None
+    without nvidia-smi."""
+
+    def __init__(self) -> None:
+        self.peak: float | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    @staticmethod
+    def used() -> float | None:
         try:
-            return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout
+            return float(out.split()[0])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
+
+    def _poll(self) -> None:
+        base = self.used()
+        while base is not None and not self.stop.wait(0.2):
+            now = self.used()
+            if now is not None:
+                self.peak = max(self.peak or 0.0, now - base)
+
+    def __enter__(self) -> DeviceMemory:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def run(command: list[str], log: Path, timeout: float, env: dict | None = None) -> tuple[int, float | None]:
+    """Run `command` with its output in `log` (and echoed): its exit status (124 past `timeout`)
+    and the device memory it took at its peak, in MiB."""
+    print("$ " + " ".join(command), flush=True)
+    with log.open("w") as out, DeviceMemory() as memory:
+        try:
+            status = subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, env=env
+            ).returncode
         except subprocess.TimeoutExpired:
-            return 124
-        finally:
-            print(log.read_text()[-3000:], flush=True)
+            status = 124
+    print(log.read_text()[-3000:], flush=True)
+    return status, memory.peak
 
 
 def trainer_rates(log: Path) -> list[float]:
@@ -91,10 +164,14 @@ def trainer_rates(log: Path) -> list[float]:
 
 
 def unpack_data() -> bool:
-    """The carried l10n data in DATA (bench/gpu/gpu.sh pack), unpacked once; whether it is there."""
-    if not (DATA / "l10n-de-data").exists() and Path(".gpudata/l10n.tar.xz").exists():
-        subprocess.run(["mkdir", "-p", str(DATA)], check=True)
-        subprocess.run(["tar", "-C", str(DATA), "-xJf", ".gpudata/l10n.tar.xz"], check=True)
+    """The carried l10n data in DATA (bench/gpu/gpu.sh pack), unpacked once: the dataset and test
+    set, or the test set alone (l10n-test.tar.xz, for a call whose carry has no room for more);
+    whether the dataset is there."""
+    archives = {"l10n.tar.xz": "l10n-de-data", "l10n-test.tar.xz": "l10n-de/test.en"}
+    for archive, unpacked in archives.items():
+        if not (DATA / unpacked).exists() and Path(".gpudata", archive).exists():
+            subprocess.run(["mkdir", "-p", str(DATA)], check=True)
+            subprocess.run(["tar", "-C", str(DATA), "-xJf", f".gpudata/{archive}"], check=True)
     return (DATA / "l10n-de-data").exists()
 
 
@@ -105,6 +182,7 @@ def stage_trainer(args: argparse.Namespace) -> dict:
         run_dir = Path(f"/tmp/mt-{len(variants)}")
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         overrides = [*TRAINER, f"train.steps={args.trainer_steps}", *extra.split()]
+        overrides += args.smoke.get("trainer_overrides", [])
         command = [
             sys.executable,
             "-m",
@@ -115,7 +193,7 @@ def stage_trainer(args: argparse.Namespace) -> dict:
             str(run_dir),
             "--no-progress",
         ]
-        status = run(command, args.out / f"trainer-{len(variants)}.log", args.stage_timeout)
+        status, memory = run(command, args.out / f"trainer-{len(variants)}.log", args.stage_timeout)
         rates = trainer_rates(run_dir / "train.log") if (run_dir / "train.log").exists() else []
         state = sorted(run_dir.glob("checkpoints/*/trainer.json"))
         tokens = json.loads(state[-1].read_text())["state"]["tokens"] if state else None
@@ -126,10 +204,128 @@ def stage_trainer(args: argparse.Namespace) -> dict:
                 "tokens_per_s": statistics.median(rates) if rates else None,
                 "window_rates": rates,
                 "tokens_per_step": tokens / args.trainer_steps if tokens else None,
+                "device_mib": memory,
                 "command": " ".join(command),
             }
         )
     return {"variants": variants}
+
+
+def stage_peers(args: argparse.Namespace) -> dict:
+    """Each peer trainer of --peers on the carried data, as many updates as ours; the rows of
+    peers an earlier call of the same session ran are kept."""
+    unpack_data()
+    earlier = args.out / "peers.json"
+    kept = json.loads(earlier.read_text())["rows"] if earlier.exists() else []
+    rows = [row for row in kept if row["peer"] not in args.peers]
+    for peer in args.peers:
+        name, _, kernel = peer.partition("-")
+        command = [
+            sys.executable,
+            "-m",
+            "bench.gpu.peer_trainers",
+            name,
+            "--dataset",
+            str(DATA / "l10n-de-data"),
+        ]
+        command += ["--steps", str(args.trainer_steps), "--out", str(args.out / "peers")]
+        command += ["--attention-kernel", kernel or "default", *args.smoke.get("peers", [])]
+        status, memory = run(command, args.out / f"peers-{peer}.log", args.stage_timeout)
+        found = args.out / "peers" / f"{peer}.json"
+        figures = json.loads(found.read_text()) if found.exists() else {}
+        rows.append(
+            {**figures, "peer": peer, "status": status, "device_mib": memory, "command": " ".join(command)}
+        )
+    return {"rows": rows}
+
+
+def fastest_variant(trainer: dict | None) -> str:
+    """The trainer stage's fastest variant's overrides (the master weights alone without one)."""
+    measured = [v for v in (trainer or {}).get("variants", []) if v.get("tokens_per_s")]
+    return max(measured, key=lambda v: v["tokens_per_s"])["overrides"] if measured else MASTER
+
+
+BLEU_LINE = re.compile(r"^(BLEU|chrF) ([0-9.]+)", re.MULTILINE)
+
+
+def stage_ttq(args: argparse.Namespace, trainer: dict | None) -> dict:
+    """`transduce train` for the minutes the deadline allows, then BLEU and chrF on the test set."""
+    unpack_data()
+    left = (args.deadline - time.time() - args.ttq_reserve) / 60 if args.deadline else args.ttq_minutes
+    minutes = round(min(args.ttq_minutes, left), 2)
+    if minutes < 0.5:
+        return {"skipped": f"{left:.2f} minutes left before the deadline's reserve", "minutes": minutes}
+    subprocess.run(["rm", "-rf", str(TTQ_RUN)], check=True)
+    overrides = [*TTQ, *fastest_variant(trainer).split(), f"train.max_minutes={minutes}"]
+    overrides += args.smoke.get("ttq", [])
+    command = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "train",
+        *overrides,
+        "--run-dir",
+        str(TTQ_RUN),
+        "--no-progress",
+    ]
+    status, memory = run(command, args.out / "ttq-train.log", minutes * 60 + args.ttq_reserve)
+    log = TTQ_RUN / "train.log"
+    rates = trainer_rates(log) if log.exists() else []
+    states = [json.loads(f.read_text())["state"] for f in TTQ_RUN.glob("checkpoints/*/trainer.json")]
+    trained = max(states, key=lambda state: state["step"]) if states else {}
+    model = TTQ_RUN / "averaged" if (TTQ_RUN / "averaged").exists() else TTQ_RUN
+    test = DATA / "l10n-de"
+    evaluate = [sys.executable, "-m", "transduce", "evaluate", str(model), "--src", str(test / "test.en")]
+    evaluate += ["--ref", str(test / "test.de"), "--beam", "4"]
+    scored, _ = run(evaluate, args.out / "ttq-evaluate.log", args.stage_timeout)
+    scores = dict(BLEU_LINE.findall((args.out / "ttq-evaluate.log").read_text()))
+    return {
+        "minutes": minutes,
+        "status": status,
+        "evaluate_status": scored,
+        "updates": trained.get("step"),
+        "target_tokens": trained.get("tokens"),
+        "train_seconds": trained.get("train_seconds"),
+        "tokens_per_s": statistics.median(rates) if rates else None,
+        "device_mib": memory,
+        "model": str(model),
+        "bleu": float(scores["BLEU"]) if "BLEU" in scores else None,
+        "chrf": float(scores["chrF"]) if "chrF" in scores else None,
+        "command": " ".join(command),
+        "evaluate": " ".join(evaluate),
+    }
+
+
+def stage_ct2(args: argparse.Namespace) -> dict:
+    """bench.gpu.ct2_cuda on the ttq stage's model, or on a 50-update one trained here first."""
+    unpack_data()
+    trained = any(TTQ_RUN.glob("checkpoints/*"))
+    if not trained:
+        quick = Path("/tmp/ct2-model")
+        subprocess.run(["rm", "-rf", str(quick)], check=True)
+        command = [
+            sys.executable,
+            "-m",
+            "transduce",
+            "train",
+            *TRAINER,
+            "train.steps=50",
+            "--run-dir",
+            str(quick),
+        ]
+        run(
+            [*command, *args.smoke.get("trainer_overrides", []), "--no-progress"],
+            args.out / "ct2-model.log",
+            300,
+        )
+    model = (TTQ_RUN / "averaged" if (TTQ_RUN / "averaged").exists() else TTQ_RUN) if trained else quick
+    result = stage_module(
+        args,
+        "ct2",
+        "bench.gpu.ct2_cuda",
+        ("--checkpoint", str(model), "--test", str(DATA / "l10n-de" / "test.en")),
+    )
+    return {**result, "model": str(model), "model_from": "ttq" if trained else "50 updates"}
 
 
 def data_vocab() -> int:
@@ -165,7 +361,7 @@ def stage_bench(args: argparse.Namespace, trainer: dict | None) -> dict:
     vocab = data_vocab()
     command += ["--vocab", str(vocab)]
     command += args.smoke.get("bench", [])
-    status = run(command, args.out / "bench.log", args.stage_timeout)
+    status, _ = run(command, args.out / "bench.log", args.stage_timeout)
     rows = json.loads((out / "gpu.json").read_text())["train"] if (out / "gpu.json").exists() else []
     return {"status": status, "tokens": tokens, "vocab": vocab, "rows": rows, "command": " ".join(command)}
 
@@ -188,6 +384,15 @@ SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this scri
     "profile": ["--preset", "small", "--tokens", "256", "--steps", "1", "--rows", "10", "--device", "cpu"],
     "trainer_profile": ["--preset", "small", "--warmup", "1", "--steps", "1", "--rows", "5"],
     "trainer_overrides": ["data.max_tokens=1024"],
+    "peers": [
+        *("--preset", "small", "--max-tokens", "1000", "--onmt-batch-size", "2000"),
+        *("--log-every", "2", "--device", "cpu"),
+    ],
+    "ttq": [
+        *("model.d_model=64", "model.d_ff=128", "model.heads=2"),
+        *("model.encoder_layers=1", "model.decoder_layers=1", "data.max_tokens=1024"),
+    ],
+    "ct2": ["--sentences", "8", "--device", "cpu", "--compute-types", "float32", "--reps", "1"],
 }
 
 
@@ -207,7 +412,7 @@ def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
     command = [sys.executable, "-m", "bench.gpu.step_profile", "--preset", "base", "--precision", MASTER_STEP]
     command += ["--tokens", str(batch_tokens(args, trainer)), "--vocab", str(data_vocab()), "--out", str(out)]
     command += args.smoke.get("profile", [])
-    status = run(command, args.out / "profile.log", args.stage_timeout)
+    status, _ = run(command, args.out / "profile.log", args.stage_timeout)
     result: dict = {"status": status, "command": " ".join(command), "trainer": []}
     if not unpack_data():
         return result
@@ -215,7 +420,7 @@ def stage_profile(args: argparse.Namespace, trainer: dict | None) -> dict:
         command = [sys.executable, "-m", "bench.gpu.trainer_profile", "--dataset", str(DATA / "l10n-de-data")]
         command += ["--name", name, "--out", str(out), *args.smoke.get("trainer_profile", []), "--"]
         command += [*TRAINER[2:], *extra.split(), *args.smoke.get("trainer_overrides", [])]
-        status = run(command, args.out / f"trainer-profile-{name}.log", args.stage_timeout)
+        status, _ = run(command, args.out / f"trainer-profile-{name}.log", args.stage_timeout)
         figures = out / f"trainer-profile-{name}.json"
         found = json.loads(figures.read_text()) if figures.exists() else {}
         result["trainer"].append({"status": status, "command": " ".join(command), **found})
@@ -236,7 +441,7 @@ def stage_module(
     arguments of stage `smoke` (default `name`)."""
     out = args.out / name
     command = [sys.executable, "-m", module, *extra, "--out", str(out), *args.smoke.get(smoke or name, [])]
-    status = run(command, args.out / f"{name}.log", args.stage_timeout)
+    status, _ = run(command, args.out / f"{name}.log", args.stage_timeout)
     found = out / (result or f"{name}.json")
     return {
         "status": status,
@@ -257,7 +462,7 @@ def stage_tests(args: argparse.Namespace) -> dict:
         "-rs",
         "tests/test_gpu.py",
     ]
-    status = run(command, args.out / "tests.log", args.stage_timeout)
+    status, _ = run(command, args.out / "tests.log", args.stage_timeout)
     tail = (args.out / "tests.log").read_text().strip().splitlines()[-1:]
     return {"status": status, "result": tail[0] if tail else "", "command": " ".join(command)}
 
@@ -324,7 +529,34 @@ def summary(stages: dict[str, dict], device: str) -> dict:
                     "dynamic": row["dynamic_vs_hf"],
                     "static": row["static_vs_hf"],
                 }
+    out.update(peer_figures(stages))
     out["commands"] = {stage: result.get("command") for stage, result in stages.items()}
+    return out
+
+
+def peer_figures(stages: dict[str, dict]) -> dict:
+    """Issue 86's fields: our trainer over each peer's tokens/s, time to quality, CTranslate2 on CUDA."""
+    out: dict = {}
+    trainer, peers, ttq, ct2 = (stages.get(name) for name in ("trainer", "peers", "ttq", "ct2"))
+    ours = max(
+        (v["tokens_per_s"] for v in (trainer or {}).get("variants", []) if v.get("tokens_per_s")),
+        default=None,
+    )
+    for row in (peers or {}).get("rows", []):
+        rate = row.get("tokens_per_s")
+        key = f"trainer_vs_{row['peer'].replace('-', '_')}"
+        out[key] = ours / rate if ours and rate else None
+    if ttq:
+        out["ttq_minutes"] = ttq.get("minutes")
+        out["ttq_bleu"] = ttq.get("bleu")
+        out["ttq_chrf"] = ttq.get("chrf")
+    if ct2:
+        beam4 = [r for r in ct2.get("rows", []) if r.get("beam") == 4 and "compute_type" in r]
+        out["ct2_cuda"] = (
+            {r["compute_type"]: {"ours_s": r["ours_s"], "raw_s": r["raw_s"]} for r in beam4}
+            if beam4
+            else ct2.get("error", "no rows")
+        )
     return out
 
 
@@ -335,12 +567,28 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/out/gpu"))
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
     parser.add_argument("--previous", type=Path, help="an earlier run's folder, for the stages not run now")
-    parser.add_argument("--trainer-steps", type=int, default=200)
+    parser.add_argument("--trainer-steps", type=int, default=140, help="updates of each trainer and peer")
     parser.add_argument(
         "--trainer-variants",
         nargs="+",
         default=list(TRAINER_VARIANTS),
-        help="extra overrides per trainer run (default: master weights; padded too; cuDNN attention first)",
+        help="extra overrides per trainer run (default: master weights; padded to 8 too)",
+    )
+    parser.add_argument(
+        "--peers",
+        nargs="+",
+        default=["hf", "onmt"],
+        choices=["hf", "hf-efficient", "onmt"],
+        help="peer trainers (hf-efficient: HF with our attention kernel order)",
+    )
+    parser.add_argument(
+        "--ttq-minutes", type=float, default=6.0, help="the ttq stage's training minutes, at most"
+    )
+    parser.add_argument(
+        "--ttq-reserve",
+        type=float,
+        default=75.0,
+        help="seconds kept after ttq's training: start-up, evaluation",
     )
     parser.add_argument("--tokens", type=int, help="the benchmark's batch; default: the trainer's mean")
     parser.add_argument("--stage-timeout", type=float, default=160.0)
@@ -349,6 +597,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.smoke = SMOKE if args.device == "cpu" else {}
+    budget = os.environ.get("GPU_BUDGET_S")
+    start = float(os.environ.get("GPU_SESSION_START", time.time()))
+    args.deadline = start + float(budget) - 20 if budget else None  # 20 s to pack what was written
     args.out.mkdir(parents=True, exist_ok=True)
     for stage in args.stages:
         began = time.monotonic()
@@ -356,6 +607,12 @@ def main() -> None:
             result = stage_tests(args)
         elif stage == "trainer":
             result = stage_trainer(args)
+        elif stage == "peers":
+            result = stage_peers(args)
+        elif stage == "ttq":
+            result = stage_ttq(args, gather(args.out, args.previous).get("trainer"))
+        elif stage == "ct2":
+            result = stage_ct2(args)
         elif stage == "bench":
             result = stage_bench(args, gather(args.out, args.previous).get("trainer"))
         elif stage == "profile":
