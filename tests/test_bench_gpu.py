@@ -7,7 +7,9 @@ from types import SimpleNamespace
 import torch
 from tiny_models import tiny_model
 
-from bench.gpu.session import gather, summary, trainer_rates
+from bench.gpu.peer_trainers import ONMT_RATE, windows
+from bench.gpu.session import MASTER as MASTER_OVERRIDES
+from bench.gpu.session import fastest_variant, gather, summary, trainer_rates
 from bench.gpu.step_profile import device_busy_us
 from bench.gpu.throughput import MASTER, random_batch, training_step
 from transduce.train.master import MasterWeights
@@ -146,3 +148,59 @@ def test_device_busy_time_of_a_cpu_profile_is_zero():
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         (a @ b).sum()
     assert device_busy_us(prof.key_averages()) == 0
+
+
+def test_summary_gives_our_trainer_over_each_peer_and_the_device_figures():
+    stages = {
+        "trainer": {"variants": [{"tokens_per_s": 500_000.0}, {"tokens_per_s": 400_000.0}]},
+        "peers": {
+            "rows": [
+                {"peer": "hf", "tokens_per_s": 100_000.0},
+                {"peer": "onmt", "tokens_per_s": 250_000.0},
+                {"peer": "hf-efficient", "tokens_per_s": None},  # a peer that failed
+            ]
+        },
+        "ttq": {"minutes": 6.0, "bleu": 40.5, "chrf": 61.0},
+        "ct2": {
+            "rows": [
+                {"compute_type": "float16", "beam": 4, "ours_s": 0.5, "raw_s": 0.4},
+                {"compute_type": "float16", "beam": 1, "ours_s": 0.3, "raw_s": 0.2},
+                {"engine": "torch", "precision": "bf16", "beam": 4, "seconds": 2.0},
+            ]
+        },
+    }
+    out = summary(stages, "H200")
+    assert out["trainer_vs_hf"] == 5.0 and out["trainer_vs_onmt"] == 2.0
+    assert out["trainer_vs_hf_efficient"] is None
+    assert (out["ttq_minutes"], out["ttq_bleu"], out["ttq_chrf"]) == (6.0, 40.5, 61.0)
+    assert out["ct2_cuda"] == {"float16": {"ours_s": 0.5, "raw_s": 0.4}}
+    failed = summary({"ct2": {"rows": [], "error": "OSError: libcublas.so.12"}}, "H200")
+    assert failed["ct2_cuda"] == "OSError: libcublas.so.12"
+
+
+def test_time_to_quality_trains_with_the_fastest_variant_measured():
+    trainer = {
+        "variants": [
+            {"overrides": "a=1", "tokens_per_s": 300.0},
+            {"overrides": "b=2", "tokens_per_s": 500.0},
+            {"overrides": "c=3", "tokens_per_s": None},
+        ]
+    }
+    assert fastest_variant(trainer) == "b=2"
+    assert fastest_variant(None) == MASTER_OVERRIDES
+
+
+def test_peer_windows_and_onmt_log_lines_are_read_as_logged():
+    line = (
+        "[2026-12-04 17:43:06,784 INFO] Step 40/  100; acc: 4.9; ppl: 6812.8; xent: 8.8; lr: 0.00001; "
+        "sents:   42951; bsz: 19088/23735/2148; 48719/60578 tok/s;     43 sec;\n"
+        "[2026-12-04 17:42:58,947 INFO] Step  2/    6; acc: 0.0; ppl: 8226.6; xent: 9.0; lr: 0.00000; "
+        "sents: 30973; bsz: 19504/24070/1549; 919/1100 tok/s;     35 sec;"
+    )
+    found = [(int(m.group(1)), float(m.group(3))) for m in ONMT_RATE.finditer(line)]
+    assert found == [(40, 60578.0), (2, 1100.0)]
+    assert windows([10.0, 30.0, 20.0, 40.0]) == {
+        "window_rates": [10.0, 30.0, 20.0, 40.0],
+        "tokens_per_s": 30.0,
+    }
+    assert windows([10.0])["tokens_per_s"] is None

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, one command for a lent device (issue 47; results: docs/results/gpu.md).
+# The GPU check, one command for a lent device (issues 47, 86; results: docs/results/gpu.md).
 #
 #   bench/gpu/gpu.sh fetch   here, with PyPI: the wheels the device image lacks, into .whl/
 #   bench/gpu/gpu.sh pack    here: the prepared l10n En->De data (8k vocabulary) and the raw test
@@ -8,7 +8,9 @@
 #                            PYTHON=.venv/bin/python for the project's venv)
 #   bench/gpu/gpu.sh [STAGE ...] [-- SESSION OPTIONS]
 #                            there (device tool: run from the repository root with carry
-#                            [".whl", ".gpudata"]): install this working tree without network,
+#                            [".whl", ".whl-onmt", ".gpudata"], or [".whl", ".whl-ct2",
+#                            ".gpudata/l10n-test.tar.xz"] for the ct2 stage: 64 MiB a call; see
+#                            docs/results/gpu.md): install this working tree without network,
 #                            then bench/gpu/session.py's stages (default all, issue 86's first:
 #                            trainer peers ttq ct2 bench decode tests profile kernel sdpa; the ct2
 #                            stage needs .whl-ct2 carried). $OUT gets summary.json and session.tar.xz (every stage's

@@ -13,8 +13,7 @@ train.attention_kernel). Target tokens/s over --steps timed steps after warm-up,
 achieved TFLOP/s and MFU (FLOPs per token from transduce.cost, the device's dense peak from
 transduce.train.log), peak memory. Decoding: greedy and beam 4 on batches of --decode-batch
 sentences, output length fixed at --length (EOS blocked until then), the model cast to each
-precision. CTranslate2 is not compared: its CUDA wheels need CUDA 12 libraries (hundreds of MB),
-which the device does not have and cannot fetch. Writes gpu.json and gpu.md to --out.
+precision (CTranslate2 on CUDA: bench/gpu/ct2_cuda.py). Writes gpu.json and gpu.md to --out.
 """
 
 from __future__ import annotations
