@@ -4,9 +4,10 @@ corpora of different sizes never stand in for each other).
 
     python -m bench.data.l10n_corpus [--lang de] [--budget-mb 1500]
 
-Runs ../shared/data/build_l10n_corpus.py (real human translations from the gettext catalogs
-in Debian packages; needs apt-file and lz4, installed here when missing) and reuses the result
-when train/dev/test files are already there. Prints the corpus's line counts.
+Runs the builder of bench/data/l10n/ (real human translations from the gettext catalogs in
+Debian packages; needs apt-file and lz4, installed here when missing), with the .debs cached in
+bench/out/debs, and reuses the result when train/dev/test files are already there. Prints the
+corpus's line counts.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from bench.records import OUT, ROOT
-
-SCRIPT = ROOT.parent / "shared" / "data" / "build_l10n_corpus.py"
+from bench.data.l10n.build import Options
+from bench.data.l10n.build import build as build_corpus
+from bench.records import OUT
 
 
 def ensure_tools() -> None:
+    """apt-file and lz4 (the builder reads apt's Contents indices with them), installed with
+    apt-file's indices when missing."""
     if shutil.which("apt-file") and shutil.which("lz4"):
         return
     subprocess.run(["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
@@ -46,26 +48,10 @@ def build(lang: str, budget_mb: int) -> Path:
     files = [out / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", lang)]
     if all(f.exists() for f in files):
         return out
-    if not SCRIPT.exists():
-        sys.exit(f"{SCRIPT}: the corpus builder is not there (it ships in ../shared/data)")
     ensure_tools()
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--lang",
-            lang,
-            "--out",
-            str(tmp),
-            "--budget-mb",
-            str(budget_mb),
-            "--cache-dir",
-            str(OUT / "debs"),
-        ],
-        check=True,
-    )
+    build_corpus(Options(lang=lang, out=tmp, cache_dir=OUT / "debs", budget_mb=budget_mb))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
