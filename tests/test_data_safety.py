@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -571,6 +572,94 @@ def test_train_holds_sigterm_only_while_it_trains(tmp_path, monkeypatch, ending)
         assert seen == ([signal.SIG_IGN] if ending == "finished" else [])
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def busy_corpus(folder: Path, pairs: int = 300_000) -> Path:
+    """A corpus that keeps two workers encoding for a second or two: 2,000 lines of 5 to 12
+    words, repeated."""
+    folder.mkdir(parents=True)
+    lines = ["".join(f"w{(i * 7 + j * 13) % 500} " for j in range(5 + i % 8)) for i in range(2000)]
+    text = "".join(f"{x.strip()}\n" for x in lines)
+    for name in ("train.en", "train.up"):
+        (folder / name).write_text(text * (pairs // len(lines)))
+    for name in ("dev.en", "dev.up"):
+        (folder / name).write_text(text[:1000].rsplit("\n", 1)[0] + "\n")
+    return folder
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, read from /proc."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            if int(entry.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.parent.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended; only its parent's wait for it is missing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ended_within(pids: list[int], seconds: float) -> list[int]:
+    """Those of `pids` still running after `seconds` (a process may still be on its way out when
+    its pipes close)."""
+    deadline = time.monotonic() + seconds
+    while (left := [p for p in pids if running(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def workers_encoding(proc: subprocess.Popen, folder: Path) -> list[int]:
+    """Wait until `prepare` encodes into its temporary output in `folder` with two worker
+    processes; its child processes then (the workers and multiprocessing's resource tracker)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        kids = children(proc.pid)
+        spawned = [k for k in kids if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+        if len(spawned) == 2 and list(folder.glob(".out.tmp-*")):
+            return kids
+        time.sleep(0.02)
+    raise AssertionError(f"prepare never encoded with two workers: {proc.communicate()}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_prepare_stopped_while_workers_encode_leaves_no_process_behind(tmp_path, signum, status):
+    """`prepare --workers 2` stopped while its workers encode: whoever captured its output (here
+    `communicate`, as `subprocess.run(capture_output=True)` does) gets the end of it within
+    seconds, and no worker is left. SIGTERM is handled as Ctrl-C is (exit status 143, the
+    temporary output removed); after SIGKILL, which nothing can handle, the workers see that their
+    parent is gone and exit (they used to wait for work for ever, holding the pipes open)."""
+    command = prepare_args(busy_corpus(tmp_path / "c"), tmp_path / "out", "--workers", "2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "transduce", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    kids: list[int] = []
+    try:
+        kids = workers_encoding(proc, tmp_path)
+        proc.send_signal(signum)
+        start = time.monotonic()
+        _, errors = proc.communicate(timeout=60)
+        took = time.monotonic() - start
+    finally:
+        proc.kill()
+        for pid in ended_within(kids, 5):  # on a failure, nothing left running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == status, errors
+    assert took < 30, f"the output was held open for {took:.1f} s"
+    assert ended_within(kids, 5) == [], "processes of prepare's still running 5 s after its output ended"
+    assert "Traceback" not in errors
+    if signum == signal.SIGTERM:
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c"], errors  # no temporary output
 
 
 def test_resume_without_its_best_checkpoint_warns_and_chooses_a_new_best(tmp_path):

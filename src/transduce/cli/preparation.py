@@ -15,6 +15,7 @@ from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, SOURCE_FORMATS, SOURCE_TR
 from ..config import PRESETS, ConfigError, TaskName
 from .common import Force, Overrides, app, console, fail, out_option, stdout, user_errors
 from .metavars import one_of
+from .signals import sigterm_stops
 
 
 @app.command()
@@ -250,7 +251,7 @@ def prepare(
 
     if vocab_from is not None and task is not None:
         fail("--vocab-from applies to parallel text, not to --task")
-    with _prepare_errors(out):
+    with sigterm_stops(), _prepare_errors(out):
         if task is not None:
             _prepare_task(task, data_dir, out, trees, max_len, overrides or [], force)
             return

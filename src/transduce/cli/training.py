@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..config import ConfigError
 from .common import Force, Overrides, app, console, fail, out_option, presets, stdout, user_errors
+from .signals import terminated
 
 if TYPE_CHECKING:
     from ..train.trainer import Trainer
@@ -74,7 +75,9 @@ def train(
         cfg = config_from(config, overrides or [])
         run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
     env = setup_distributed()
-    previous = signal.signal(signal.SIGTERM, _terminated)  # saved on the way out, as Ctrl-C is
+    # SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C: the trainer saves the
+    # steps since the last checkpoint on the way out
+    previous = signal.signal(signal.SIGTERM, terminated)
     # A shell starts background jobs with SIGINT ignored, and Python keeps that: `kill -INT` of
     # such a run would do nothing. Training saves before it stops, so Ctrl-C always stops it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -116,12 +119,6 @@ def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:
 def say(line: str) -> None:
     """A line of the library's text on stderr, as it is (no markup, no wrapping inside paths)."""
     console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C: the trainer saves the
-    steps since the last checkpoint on the way out; the exit status is 143 (128 + SIGTERM)."""
-    raise SystemExit(128 + signum)
 
 
 def show_samples(trainer: Trainer, count: int = 5) -> None:

@@ -4,7 +4,10 @@
 worker that died; here at most two jobs per process are read ahead, and a dead worker is an
 error. Workers are started fresh ("spawn"): the parent may run threads (a progress display),
 which a forked child would inherit half-copied. They ignore Ctrl-C from their start (they
-inherit it ignored), and the parent, which handles it, stops them.
+inherit it ignored), and the parent, which handles it (and SIGTERM, in `prepare`), stops them.
+A parent killed outright (SIGKILL) cannot: its workers see that their parent is gone and exit,
+rather than wait for work for ever while holding the standard output and error they share
+with it (whoever reads those, a pipeline or a `subprocess.run`, would wait with them).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -22,6 +26,7 @@ from itertools import chain, islice
 from typing import Any
 
 _WORK: list[Callable[[Any], Any]] = []  # in a worker process: the work it was started with
+ORPHAN_CHECK_SECONDS = 0.5  # how often a worker looks whether its parent is still there
 
 
 class WorkerError(RuntimeError):
@@ -33,8 +38,17 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _start(work: Callable[[Any], Any]) -> None:
+def _start(work: Callable[[Any], Any], parent: int) -> None:
     _WORK[:] = [work]
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """End this worker once `parent` is no longer its parent (it died and the worker was handed
+    to init or a subreaper); polling works wherever os.getppid does, unlike Linux's prctl."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(1)
 
 
 @contextmanager
@@ -65,7 +79,9 @@ def ordered_map(work: Callable[[Any], Any], jobs: Iterable[Any], workers: int) -
         yield from map(work, chain(head, jobs))
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start, initargs=(work,)) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start, initargs=(work, os.getpid())
+    ) as pool:
         pending: deque[Future] = deque()
         jobs = chain(head, jobs)
         try:
