@@ -206,6 +206,34 @@ def test_progress_counts_the_limit_that_ends_the_run_first():
         assert (task.total, task.completed) == (100000, 90000)
 
 
+def step_lines(out: io.StringIO) -> list[str]:
+    """The progress lines of a console that is not a terminal (the bar's last state follows them)."""
+    return [line for line in out.getvalue().splitlines() if line.startswith("step ")]
+
+
+def test_plain_progress_lines_say_the_time_elapsed_and_the_eta_at_this_process_pace():
+    """Off a terminal, a step-bound run's lines carry wall-clock time since the loop started here
+    and the time left at that pace; a resumed run (from step 50) counts only its own steps."""
+    out, times = io.StringIO(), iter([100.0, 130.0, 190.0, 4000.0])
+    with TrainingProgress(Console(file=out), True, 100, None, now=lambda: next(times)) as progress:
+        progress.advance(0, 0.0)
+        progress.stats(25, 20.0, "loss 2")  # 30 s for 25 steps: 75 left take 90 s
+        progress.stats(50, 40.0, "loss 1")
+    assert step_lines(out) == [
+        "step 25/100, 0:30 elapsed, ETA 1:30: loss 2",
+        "step 50/100, 1:30 elapsed, ETA 1:30: loss 1",
+    ]
+    out, times = io.StringIO(), iter([0.0, 20.0, 3700.0])
+    with TrainingProgress(Console(file=out), True, 100, None, now=lambda: next(times)) as progress:
+        progress.advance(50, 600.0)
+        progress.stats(60, 610.0, "loss 1")  # 2 s a step here, whatever the first run's pace
+        progress.stats(60, 610.0, "loss 1")
+    assert step_lines(out) == [
+        "step 60/100, 0:20 elapsed, ETA 1:20: loss 1",
+        "step 60/100, 1:01:40 elapsed, ETA 4:06:40: loss 1",  # 370 s a step now
+    ]
+
+
 def test_the_time_limit_shows_as_minutes_in_the_progress_lines(tmp_path):
     """train.max_minutes=0.05 ends the run long before train.steps=100000: every progress line
     counts minutes, none counts towards 100000 steps."""
