@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zstandard
 from tiny import TINY, train_tiny
 from typer.testing import CliRunner
 
@@ -161,12 +162,24 @@ def prepare_on(corpus: Path, tmp: Path, *extra: str) -> list[str]:
     return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "-o", str(tmp / "out"), *extra]
 
 
-def truncated_gzip(run: Path, tmp: Path) -> list[str]:
-    corpus = text_corpus(tmp)
-    packed = gzip.compress((corpus / "train.en").read_bytes())
-    (corpus / "train.en.gz").write_bytes(packed[: len(packed) // 2])
-    (corpus / "train.en").unlink()
-    return prepare_on(corpus, tmp)
+COMPRESS = {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.compress}
+
+
+def cut_short(kind: str) -> Callable[[Path, Path], list[str]]:
+    """prepare on a corpus whose train.en is compressed (gz, xz or zst) as two frames (gzip
+    members, xz streams), cut inside the second: the first frame alone is a file of half the
+    lines, which a reader stopping at a frame's end takes for the whole."""
+
+    def build(run: Path, tmp: Path) -> list[str]:
+        corpus = text_corpus(tmp)
+        lines = (corpus / "train.en").read_bytes().splitlines(keepends=True)
+        second = COMPRESS[kind](b"".join(lines[15:]))
+        packed = COMPRESS[kind](b"".join(lines[:15])) + second[: len(second) // 2]
+        (corpus / f"train.en.{kind}").write_bytes(packed)
+        (corpus / "train.en").unlink()
+        return prepare_on(corpus, tmp)
+
+    return build
 
 
 def two_forms_of_a_corpus_file(run: Path, tmp: Path) -> list[str]:
@@ -450,7 +463,14 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
     ("config file a named pipe", lambda r, t: ["train", fifo(t, "c.toml"), *TINY], "not a regular file"),
     ("dataset array a named pipe", npy_fifo, "not a regular file"),
     ("corpus file a named pipe", fifo_corpus, "not a regular file"),
-    ("compressed corpus file cut short", truncated_gzip, "train.en.gz: unreadable after line 0"),
+    *(
+        (f"{kind} corpus file cut short", cut_short(kind), f"train.en.{kind}: {says}")
+        for kind, says in (
+            ("gz", "unreadable after line 0"),
+            ("xz", "unreadable after line 0"),
+            ("zst", "damaged or cut short (no whole zstd frame from byte"),
+        )
+    ),
     ("a corpus file both plain and compressed", two_forms_of_a_corpus_file, "keep only one of them"),
     ("prepare --workers 0", lambda r, t: prepare_on(text_corpus(t), t, "--workers", "0"), "'--workers'"),
     (

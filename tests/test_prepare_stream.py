@@ -36,6 +36,7 @@ from transduce.data.prepare import PrepareOptions, prepare_text
 from transduce.data.sampling import BottomK, sample_keys, smallest
 from transduce.data.source import SourceAnnotation
 from transduce.data.vocab import SentencePieceVocab
+from transduce.data.zstd_frames import incomplete_frame
 
 
 def _prepare(tmp: Path, case: str, workers: int, chunk_lines: int) -> dict[str, str]:
@@ -112,6 +113,49 @@ def test_compressed_corpora_are_read_directly(tmp_path, kind):
         f"train.src.{kind}:32: contains control character U+0096"
     )
     assert packed["splits"]["dev"] == plain["splits"]["dev"]
+
+
+def _zstd_frames(seed: int) -> list[bytes]:
+    """Frames of every kind a header walk meets: with or without a checksum and a content size,
+    single-segment or streamed, raw, compressed and RLE blocks, several blocks, an empty frame,
+    a skippable frame."""
+    rng = random.Random(seed)
+    texts = [
+        bytes(rng.getrandbits(8) for _ in range(1000)),  # incompressible: a raw block
+        b"a" * 300_000,  # RLE blocks, three of them
+        b"abcd" * 80_000,  # compressed blocks, three of them
+        "".join(f"line {rng.randrange(10**6)}\n" for _ in range(300)).encode(),
+        b"",
+    ]
+    frames = [b"\x5a\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"hello"]  # skippable
+    for text in texts:
+        checksum, size = rng.random() < 0.5, rng.random() < 0.5
+        packer = zstandard.ZstdCompressor(level=rng.choice([1, 19]), write_checksum=checksum)
+        if size:
+            frames.append(packer.compress(text))
+        else:  # streamed: no content size, not single-segment
+            out = io.BytesIO()
+            with packer.stream_writer(out, closefd=False) as writer:
+                writer.write(text)
+            frames.append(out.getvalue())
+    rng.shuffle(frames)
+    return frames
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_zstd_file_is_whole_only_where_a_frame_ends(tmp_path, seed):
+    """The file cut at every byte: whole (None) exactly where one of the frames it was built from
+    ends, otherwise the start of the frame the cut falls in."""
+    frames = _zstd_frames(seed)
+    blob = b"".join(frames)
+    starts = list(itertools.accumulate(map(len, frames), initial=0))
+    path = tmp_path / "c.zst"
+    for cut in range(len(blob) + 1):
+        path.write_bytes(blob[:cut])
+        expected = None if cut in starts else max(s for s in starts if s < cut)
+        assert incomplete_frame(path) == expected, (cut, starts)
+    path.write_bytes(blob + b"trailing bytes")
+    assert incomplete_frame(path) == len(blob)
 
 
 def test_line_counts_are_compared_to_the_end_of_both_files(tmp_path):

@@ -33,6 +33,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from .zstd_frames import incomplete_frame
+
 COMPRESSIONS = (".gz", ".xz", ".zst")
 BOM = b"\xef\xbb\xbf"
 # Unicode category Cc (fixed since Unicode 1.1) but the tab, which has rules of its own.
@@ -178,7 +180,8 @@ def corpus_path(folder: Path, name: str) -> Path:
 
 
 def open_corpus(path: Path) -> BinaryIO:
-    """The file's bytes, decompressed according to its suffix."""
+    """The file's bytes, decompressed according to its suffix; a .zst file that is not whole
+    frames is a CorpusError (gzip's and xz's readers raise one when they reach the cut)."""
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     if path.suffix == ".xz":
@@ -186,6 +189,9 @@ def open_corpus(path: Path) -> BinaryIO:
     if path.suffix == ".zst":
         import zstandard
 
+        cut = incomplete_frame(path)
+        if cut is not None:  # its reader would give the whole frames before it, and no error
+            raise CorpusError(f"{path}: damaged or cut short (no whole zstd frame from byte {cut})")
         reader = zstandard.ZstdDecompressor().stream_reader(path.open("rb"), read_across_frames=True)
         return io.BufferedReader(reader)
     return path.open("rb")
