@@ -8,14 +8,19 @@ import io
 import itertools
 import json
 import lzma
+import os
 import random
+import resource
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zstandard
 from pool_jobs import die, square
-from test_prepare_bytes import CASES, EXPECTED, digests, plain_corpus
+from test_prepare_bytes import CASES, EXPECTED, WORDS, digests, plain_corpus
 from typer.testing import CliRunner
 
 from transduce.cli import app
@@ -454,6 +459,116 @@ def test_line_blocks_are_the_lines_taken_one_by_one(monkeypatch):
             got.append(block)
             assert data[reader.offset - len(block[0]) : reader.offset] == block[0]  # where it lies
         assert got == _lines_one_by_one(data, n)
+
+
+def _long_lines_emptied(body: bytes, limit: int) -> tuple[bytes, list[int]]:
+    """The reference for a reader with a line limit: the stream read line by line, each line of
+    more than `limit` bytes (its newline not counted) an empty line, and their numbers."""
+    out, cut = [], []
+    for number, line in enumerate(io.BytesIO(body)):
+        if len(line.removesuffix(b"\n")) > limit:
+            line = b"\n"
+            cut.append(number)
+        out.append(line)
+    return b"".join(out), cut
+
+
+def test_lines_over_the_limit_are_read_as_empty_lines_and_listed(monkeypatch):
+    """With a line limit, the blocks are those of the stream with every longer line emptied, and
+    `cut` lists those lines, for any read size (long lines across reads, pieces of many lines)."""
+    rng = random.Random(1)
+    for _ in range(3000):
+        limit = rng.randint(1, 12)
+        lengths = [
+            rng.choice([rng.randint(0, limit), rng.randint(0, 4 * limit)]) for _ in range(rng.randint(0, 30))
+        ]
+        lines = [bytes(rng.choice(b"ab\r\xc3\xa4 ") for _ in range(k)) for k in lengths]
+        mark, end = BOM if rng.random() < 0.3 else b"", b"\n" if rng.random() < 0.5 else b""
+        body = b"\n".join(lines) + end
+        n = rng.randint(1, 7)
+        monkeypatch.setattr(LineReader, "BLOCK", rng.choice([1, 2, 3, 5, 64, 1 << 22]))
+        reader, got = LineReader(Path("x"), io.BytesIO(mark + body), max_line=limit), []
+        while (block := reader.take(n))[1]:
+            got.append(block)
+        expected, cut = _long_lines_emptied(body, limit)
+        assert got == _lines_one_by_one(expected, n)
+        assert reader.cut == cut
+
+
+def test_chunks_say_which_of_their_lines_were_too_long(tmp_path, monkeypatch):
+    """A chunk lists the lines either side cut, numbered in the file; its pairs are skipped and
+    counted as too long, as are pairs with a side over the rules' characters that the reader
+    kept (under four bytes a character). Chunks that say where their lines lie do so only until
+    a line is cut: the file's bytes there would hold it whole."""
+    monkeypatch.setattr(LineReader, "BLOCK", 8)
+    src_lines = [b"a" * 10, b"b" * 3, b"c" * 2, b"\xc3\xa4" * 7, b"d", b"e" * 30, b"f"]
+    tgt_lines = [b"A", b"B" * 40, b"C", b"D", b"E" * 8, b"F", b"G"]
+    for name, lines in (("c.src", src_lines), ("c.tgt", tgt_lines)):
+        (tmp_path / name).write_bytes(b"\n".join(lines))
+    src, tgt = tmp_path / "c.src", tmp_path / "c.tgt"
+    rules = LineRules(max_chars=6)  # lines over 24 bytes are cut by the reader
+    chunks = list(aligned_chunks(src, tgt, 3, max_line=rules.max_line_bytes))
+    assert [c.long_lines for c in chunks] == [(2,), (6,), ()]
+    cleaned = [clean_chunk(c, src, tgt, rules) for c in chunks]
+    assert [c.src for c in cleaned] == [["cc"], [], ["f"]]
+    assert [c.stats.skipped_long for c in cleaned] == [2, 3, 0]  # lines 1, 4, 5 kept by the reader
+    spans = list(aligned_chunks(src, tgt, 3, spans=True, max_line=rules.max_line_bytes))
+    assert [c.data() for c in spans] == [c.data() for c in chunks]
+    assert [isinstance(c.src, Span) for c in spans] == [True, False, False]
+
+
+def _corpus_with_a_long_line(folder: Path, mib: int) -> Path:
+    """1,000 training pairs whose train.src.gz holds, as line 501, `mib` MiB of "ab " (a few MB
+    compressed, written a MiB at a time); none when `mib` is 0."""
+    folder.mkdir()
+    lines = [f"{WORDS[i % 13]} {WORDS[i * 7 % 13]} {i}\n".encode() for i in range(1000)]
+    (folder / "train.tgt").write_bytes(b"".join(lines))
+    for name in ("dev.src", "dev.tgt"):
+        (folder / name).write_bytes(b"".join(lines[:20]))
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip's format
+    with (folder / "train.src.gz").open("wb") as out:
+        out.write(packer.compress(b"".join(lines[:500])))
+        if mib:
+            for _ in range(mib):
+                out.write(packer.compress((b"ab " * 349_526)[: 1 << 20]))
+            lines[500] = b"\n"
+        out.write(packer.compress(b"".join(lines[500:])))
+        out.write(packer.flush())
+    return folder
+
+
+def _peak_megabytes(command: list[str], errors: Path) -> int:
+    """The peak resident memory of a child running `command` (ru_maxrss, from wait4), which must
+    succeed. It runs under a 4 GiB address-space limit: a regression fails, rather than take the
+    memory of a shared machine."""
+    limit = 4 << 30
+    with errors.open("w") as err:
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, errors.read_text()
+    return usage.ru_maxrss // 1024
+
+
+def test_a_line_of_hundreds_of_megabytes_is_skipped_without_being_held(tmp_path):
+    """Issue 87: a 300 MiB line in a .gz of a few MB (one far past --max-len) was read, decoded
+    and encoded before the length filter dropped it, at about 63 times its size. The reader now
+    drops it in pieces as it reads: the peak memory of `prepare` stays within 64 MB of the same
+    run's without the line, and the report counts the pair as too long."""
+    peaks = {}
+    for mib in (0, 300):
+        corpus = _corpus_with_a_long_line(tmp_path / f"c{mib}", mib)
+        command = [sys.executable, "-m", "transduce", "prepare", str(corpus), "--vocab-size", "300"]
+        command += ["--workers", "1", "-o", str(tmp_path / f"d{mib}")]
+        peaks[mib] = _peak_megabytes(command, tmp_path / "errors.txt")
+    assert peaks[300] - peaks[0] < 64, peaks
+    report = json.loads((tmp_path / "d300" / "meta.json").read_text())["report"]["train"]
+    assert (report["pairs"], report["skipped_too_long"]) == (999, 1)
+    assert "train: 999 pairs kept; skipped 0 empty, 1 too long" in (tmp_path / "errors.txt").read_text()
 
 
 def test_line_blocks_of_a_large_file_are_the_lines_taken_one_by_one():

@@ -97,7 +97,11 @@ Workers = Annotated[
     ),
 ]
 MaxLen = Annotated[
-    int, typer.Option(help="Drop training pairs with a side longer than this (subword tokens).")
+    int,
+    typer.Option(
+        help="Drop training pairs with a side longer than this (subword tokens); in every split, a "
+        "pair with a line of over 32 times this many characters is skipped before it is encoded."
+    ),
 ]
 MaxRatio = Annotated[
     float | None,

@@ -10,6 +10,9 @@ Rules (documented in docs/data.md):
   tabs are replaced by a space when `tabs="space"`, or are an error when `tabs="reject"`;
 - a pair with an empty (or all-whitespace) side is skipped and counted (`empty="skip"`) or
   is an error (`empty="reject"`).
+- a pair with a side of more than `max_chars` characters is skipped and counted as too long
+  before anything is done with its text; a line over four times that many bytes is dropped
+  by the reader as it reads (`LineCap`), never held whole.
 
 Corpora are read as streams, plain or compressed (`.gz`, `.xz`, `.zst`), in aligned chunks of
 lines (`aligned_chunks`), and each chunk is checked on its own (`clean_chunk`): `prepare` holds
@@ -25,14 +28,17 @@ import os
 import re
 import select
 import sys
+from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
+from .long_lines import LineCap
 from .zstd_frames import incomplete_frame
 
 COMPRESSIONS = (".gz", ".xz", ".zst")
@@ -208,19 +214,28 @@ class LineReader:
     """A corpus file's lines, taken n at a time as one block of bytes (newlines kept; the last
     line may lack one), a leading byte order mark dropped; a damaged compressed file is a
     CorpusError naming the file. Lines are found in blocks read whole, not one by one: the
-    process that reads hands chunks to the workers, and its reading was half its time."""
+    process that reads hands chunks to the workers, and its reading was half its time. With
+    `max_line`, a line longer than that many bytes is read as an empty line (`cut` lists them)
+    and never held whole."""
 
     BLOCK = 1 << 22
 
-    def __init__(self, path: Path, stream: BinaryIO) -> None:
+    def __init__(self, path: Path, stream: BinaryIO, max_line: int | None = None) -> None:
         self.path = path
         self.stream = stream
         self.lines = 0  # lines taken so far
-        self.offset = 0  # where in the (uncompressed) file the lines taken end
+        self.offset = 0  # where in the (uncompressed) file the lines taken end, while none is cut
+        self._cap = LineCap(max_line) if max_line is not None else None
         self._buffer = b""  # read; taken up to _start
         self._start = 0
         self._counted = (0, 0)  # newlines counted from _start: up to where, and how many
+        self._fresh = True  # nothing read yet
         self._eof = False
+
+    @property
+    def cut(self) -> list[int]:
+        """The 0-based numbers of the lines read as empty for being too long, so far."""
+        return self._cap.cut if self._cap is not None else []
 
     def take(self, n: int) -> tuple[bytes, int]:
         """Up to n lines as one block, and how many it holds (fewer only at the end)."""
@@ -247,14 +262,15 @@ class LineReader:
             more = self.stream.read(self.BLOCK)
         except _read_errors() as exc:
             raise CorpusError(f"{self.path}: unreadable after line {self.lines} ({exc})") from None
-        if not more:
-            self._eof = True
-            return
-        if self.lines == 0 and not self._buffer and more.startswith(BOM[:1]):
+        self._eof = not more
+        if self._fresh and more.startswith(BOM[:1]):
             while len(more) < len(BOM) and (extra := self.stream.read(len(BOM) - len(more))):
                 more += extra
             if more.startswith(BOM):
                 more, self.offset = more[len(BOM) :], len(BOM)
+        self._fresh = False
+        if self._cap is not None:
+            more = self._cap.finish() if self._eof else self._cap.feed(more)
         self._buffer = self._buffer[self._start :] + more
         self._counted = (self._counted[0] - self._start, self._counted[1])
         self._start = 0
@@ -298,6 +314,7 @@ class RawChunk:
     lines: int
     src: bytes | Span
     tgt: bytes | Span
+    long_lines: tuple[int, ...] = ()  # 1-based numbers of lines read as empty for their length
 
     def data(self) -> tuple[bytes, bytes]:
         """The source and target lines' bytes."""
@@ -308,12 +325,17 @@ def _bytes(side: bytes | Span) -> bytes:
     return side.read() if isinstance(side, Span) else side
 
 
-def aligned_chunks(src_path: Path, tgt_path: Path, lines: int, spans: bool = False) -> Iterator[RawChunk]:
+def aligned_chunks(
+    src_path: Path, tgt_path: Path, lines: int, spans: bool = False, max_line: int | None = None
+) -> Iterator[RawChunk]:
     """The two files in chunks of `lines` lines; files of different lengths are an error naming
     both files and their line counts (found when the shorter one ends). With `spans`, a chunk of
-    an uncompressed file says where its lines lie instead of holding them."""
+    an uncompressed file says where its lines lie instead of holding them (until a line is cut).
+    A line longer than `max_line` bytes is read as an empty line and listed in `long_lines`."""
     with ExitStack() as stack:
-        src, tgt = (LineReader(p, stack.enter_context(open_corpus(p))) for p in (src_path, tgt_path))
+        src, tgt = (
+            LineReader(p, stack.enter_context(open_corpus(p)), max_line) for p in (src_path, tgt_path)
+        )
         first = 1
         while True:
             (a, got), (b, other) = src.take(lines), tgt.take(lines)
@@ -326,12 +348,21 @@ def aligned_chunks(src_path: Path, tgt_path: Path, lines: int, spans: bool = Fal
                 return
             a, b = (
                 Span(path, reader.offset - len(data), len(data))
-                if spans and path.suffix not in COMPRESSIONS
+                if spans and path.suffix not in COMPRESSIONS and not reader.cut
                 else data
                 for path, reader, data in zip((src_path, tgt_path), (src, tgt), (a, b), strict=True)
             )
-            yield RawChunk(first, got, a, b)
+            yield RawChunk(first, got, a, b, _cut_between(src.cut, tgt.cut, first, got))
             first += got
+
+
+def _cut_between(src: list[int], tgt: list[int], first: int, count: int) -> tuple[int, ...]:
+    """The 1-based numbers of the `count` lines from `first` that either side cut (`src`, `tgt`:
+    the readers' sorted 0-based numbers)."""
+    found: set[int] = set()
+    for cut in (src, tgt):
+        found.update(n + 1 for n in cut[bisect_left(cut, first - 1) : bisect_left(cut, first - 1 + count)])
+    return tuple(sorted(found))
 
 
 def decode_chunk(data: bytes, name: str, first: int) -> str:
@@ -358,11 +389,19 @@ class CleanChunk:
 
 @dataclass
 class LineRules:
-    """What to do with pairs with an empty side, tabs, control characters (see the top)."""
+    """What to do with pairs with an empty side, tabs, control characters (see the top), and
+    with a side longer than `max_chars` characters: skipped and counted as too long."""
 
     empty: str = "skip"
     tabs: str = "space"
     control: str = "skip"
+    max_chars: int | None = None
+
+    @property
+    def max_line_bytes(self) -> int | None:
+        """Lines longer than this many bytes are surely over `max_chars` (UTF-8 spends at most
+        4 bytes on a character): the reader drops them unread."""
+        return 4 * self.max_chars if self.max_chars is not None else None
 
 
 def clean_chunk(chunk: RawChunk, src_path: Path, tgt_path: Path, rules: LineRules) -> CleanChunk:
@@ -375,13 +414,17 @@ def clean_chunk(chunk: RawChunk, src_path: Path, tgt_path: Path, rules: LineRule
         decode_chunk(data[1], str(tgt_path), chunk.first),
     )
     src, tgt = (text.split("\n") for text in texts)
-    if all(_plain(raw) and _no_blank_line(text) for raw, text in zip(data, texts, strict=True)):
+    long = _long_pairs(chunk, src, tgt, rules.max_chars)
+    if not long and all(_plain(raw) and _no_blank_line(text) for raw, text in zip(data, texts, strict=True)):
         return CleanChunk(
             src, tgt, list(range(chunk.first - 1, chunk.first - 1 + len(src))), ReadStats(len(src))
         )
     out = CleanChunk([], [], [], ReadStats())
     stats = out.stats
     for number, s, t in zip(range(chunk.first, chunk.first + len(src)), src, tgt, strict=True):
+        if number in long:
+            stats.skipped_long += 1
+            continue
         s = _clean(s, src_path, number, rules.tabs, stats)
         t = _clean(t, tgt_path, number, rules.tabs, stats)
         problem = _control(s, src_path, number) or _control(t, tgt_path, number)
@@ -402,6 +445,16 @@ def clean_chunk(chunk: RawChunk, src_path: Path, tgt_path: Path, rules: LineRule
         out.numbers.append(number - 1)
     stats.pairs = len(out.src)
     return out
+
+
+def _long_pairs(chunk: RawChunk, src: list[str], tgt: list[str], limit: int | None) -> set[int]:
+    """The 1-based numbers of the chunk's pairs with a side over `limit` characters: cut by the
+    reader (read as empty) or found here, before anything is done with their text."""
+    long = set(chunk.long_lines)
+    if limit is not None and max(map(len, chain(src, tgt))) > limit:
+        sides = zip(src, tgt, strict=True)
+        long.update(chunk.first + i for i, (s, t) in enumerate(sides) if max(len(s), len(t)) > limit)
+    return long
 
 
 def _plain(data: bytes) -> bool:

@@ -52,6 +52,7 @@ from .vocab import (
 
 DEFAULT_VOCAB_SIZE = 37000  # the paper's shared En-De vocabulary
 CHUNK_LINES = 20_000  # lines per chunk: what a process holds and encodes at a time
+CHARS_PER_TOKEN = 32  # twice the longest piece sentencepiece learns: lines over max_len times it are dropped
 # Training pairs the vocabulary is learned from at most: with a shared vocabulary, the 2M
 # sentences sentencepiece trains on (it would sample that many of more itself).
 VOCAB_SAMPLE = 1_000_000
@@ -116,7 +117,14 @@ class PrepareOptions:
 
     @property
     def rules(self) -> LineRules:
-        return LineRules(self.empty, self.tabs, self.control)
+        return LineRules(self.empty, self.tabs, self.control, self.max_chars)
+
+    @property
+    def max_chars(self) -> int:
+        """The longest line kept, in characters, in every split: a longer one cannot fit in
+        `max_len` tokens of a learned vocabulary (pieces of at most 16 characters; tags beside
+        each word of a factored source), so it is skipped before it is encoded."""
+        return self.max_len * CHARS_PER_TOKEN * (1 + self.source.factors)
 
 
 def ratio_limit(given: float | None, source_format: str) -> float | None:
@@ -212,10 +220,9 @@ class _Run:
     def chunks(self, files: SplitFiles, sample: BottomK | None = None) -> Iterator[ChunkJob]:
         """The split's chunks as jobs, each with its trees and the sample's threshold then."""
         trees = self.trees.get(files.name)
-        return (
-            make_job(chunk, trees, sample.threshold if sample is not None else ALL)
-            for chunk in aligned_chunks(files.src, files.tgt, self.chunk_lines, spans=self.workers > 1)
-        )
+        max_line = self.opts.rules.max_line_bytes
+        chunks = aligned_chunks(files.src, files.tgt, self.chunk_lines, self.workers > 1, max_line)
+        return (make_job(chunk, trees, sample.threshold if sample is not None else ALL) for chunk in chunks)
 
 
 @dataclass
