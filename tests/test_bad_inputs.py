@@ -219,12 +219,12 @@ def offsets_decreasing(run: Path, tmp: Path) -> list[str]:
     return train_on(data, tmp)
 
 
-def vocab_from_with(run: Path, tmp: Path, *extra: str) -> list[str]:
-    """prepare --vocab-from the run, with options that apply only to learning a vocabulary."""
+def vocab_from_with(run: Path, tmp: Path, *extra: str, text: str = "1 2\n") -> list[str]:
+    """prepare --vocab-from the run (the copy task's digits) on `text`, with `extra` options."""
     corpus = tmp / "c"
     corpus.mkdir()
     for name in ("train.en", "train.de", "dev.en", "dev.de"):
-        (corpus / name).write_text("1 2\n")
+        (corpus / name).write_text(text)
     return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "--vocab-from", str(run), *extra]
 
 
@@ -349,6 +349,11 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "prepare --vocab-from with --vocab-size",
         lambda r, t: vocab_from_with(r, t, "--vocab-size", "300"),
         "--vocab-from uses the model's as they are",
+    ),
+    (
+        "prepare --vocab-from a generated task's model on German text",
+        lambda r, t: vocab_from_with(r, t, text="der Hund 1 schläft\n"),
+        "train.en are <unk> in the model's vocabulary (3 of 4: words it cannot spell); it is no",
     ),
     (
         "prepare --vocab-from with --separate-vocab",

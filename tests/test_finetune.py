@@ -191,6 +191,36 @@ def test_vocab_from_a_symbol_vocabulary_encodes_with_it(tmp_path):
     assert got[2][0] == [13, UNK, 4]  # "9 x 0": x is no symbol of the model's
 
 
+@pytest.mark.parametrize(
+    ("train", "warned"),
+    [
+        (["1 2 3", "4 5"], None),
+        (["0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 x"], None),  # 1 of 21 (4.8%)
+        (["1 2 3", "4 5", "9 x 0"], "12.5% of the tokens of {} are <unk> in the model's vocabulary (1 of 8"),
+        (["1 x"], "50.0% of the tokens of {} are <unk> in the model's vocabulary (1 of 2"),  # half: kept
+    ],
+    ids=["all known", "under 5% unknown", "12.5% unknown", "half unknown"],
+)
+def test_vocab_from_warns_with_the_share_of_unknown_tokens(tmp_path, train, warned):
+    """Over 5% of a side's tokens <unk> is a warning with the figure, per file (over half is
+    refused: a row of test_bad_inputs.py); the dataset is written all the same."""
+    from tiny_models import DIGITS, saved_checkpoint
+
+    saved_checkpoint(tmp_path / "ck", DIGITS, seed=0)
+    (tmp_path / "c").mkdir()
+    for split, text in (("train", train), ("dev", ["7 7"])):
+        for side in ("src", "tgt"):
+            (tmp_path / "c" / f"{split}.{side}").write_text("".join(f"{t}\n" for t in text))
+    args = ("prepare", tmp_path / "c", "-o", tmp_path / "d", "--vocab-from", tmp_path / "ck")
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    files = [tmp_path / "c" / f"train.{side}" for side in ("src", "tgt")]
+    assert len(warnings) == (2 if warned else 0), result.stderr
+    for line, path in zip(warnings, files, strict=False):
+        assert warned.format(path) in line, line
+
+
 # Fine-tuning command lines that would do nothing or something else than asked: (id, the arguments
 # after `train RUN data.dataset=DOMAIN`, given the fixture and a fresh folder, and the error's fragment).
 REFUSED: list[tuple[str, Callable[[dict[str, Path], Path], list[object]], str]] = [

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, get_args
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, SOURCE_FORMATS, SOURCE_TREES, TABS
@@ -77,7 +78,8 @@ VocabFrom = Annotated[
     typer.Option(
         help="Encode with the vocabularies of this checkpoint, run directory (its best checkpoint) "
         "or dataset instead of learning new ones (so without --vocab-size and --separate-vocab): "
-        "data for fine-tuning with `train --init-from`."
+        "data for fine-tuning with `train --init-from`. A file whose tokens are over 5% <unk> "
+        "is a warning, over half an error."
     ),
 ]
 VocabSample = Annotated[
@@ -212,6 +214,8 @@ def _print_text_report(report: dict, out: Path) -> None:
             f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
             + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
         )
+    for warning in report["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     console.print(f"dataset written to {out}")
 
 

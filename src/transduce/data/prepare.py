@@ -26,6 +26,7 @@ from ..display import cleared_on_error
 from ..fileio import atomic_directory, check_output_dir
 from .chunks import ChunkJob, EncodeChunk, ScanChunk, SplitFiles, WordTree, make_job
 from .corpus import CorpusError, LineRules, ReadStats, aligned_chunks, corpus_path, require_corpus_file
+from .coverage import Coverage
 from .dataset import (
     Dataset,
     Split,
@@ -207,6 +208,7 @@ class _Run:
     chunk_lines: int
     progress: Progress
     trees: dict[str, list[WordTree]] = field(default_factory=dict)  # per split, when given
+    warnings: list[str] = field(default_factory=list)  # for stderr, not meta.json
 
     def read_trees(self, splits: Iterable[SplitFiles]) -> None:
         """The syntax trees of every split that has them (`--source-trees`), read whole: chunks
@@ -303,11 +305,12 @@ def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pair
     task = run.progress.add_task(f"encoding {files.src.name}, {files.tgt.name}", total=pairs)
     limits = (opts.max_len, opts.max_ratio) if files.name == "train" else None
     work = EncodeChunk(files, opts.rules, opts.source, vocabs.src, vocabs.tgt, vocabs.tags, limits)
-    stats, kept = ReadStats(), 0
+    stats, kept, coverage = ReadStats(), 0, Coverage()
     for i, done in enumerate(ordered_map(work, run.chunks(files), run.workers)):
         (done.split.append_to if i else done.split.save)(out, files.name)
         stats.add(done.stats)
         kept += len(done.split)
+        coverage.count(done.split)
         run.progress.advance(task, done.stats.pairs)
     join_appended(out, files.name)
     if kept == 0:
@@ -316,6 +319,8 @@ def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pair
             f"than {opts.max_len} pieces, {stats.skipped_ratio} over the length ratio "
             f"{opts.max_ratio}); loosen --max-len or --max-ratio"
         )
+    if opts.vocab_from is not None:
+        run.warnings += coverage.warnings((files.src, files.tgt), opts.vocab_from)
     return {
         "pairs": kept,
         "skipped_empty": stats.skipped_empty,
@@ -402,6 +407,7 @@ def prepare_text(
         with atomic_directory(out, "prepare", inputs, force) as tmp:
             report["splits"] = _write_splits(run, tmp, splits, scans, vocabs, digest)
         report["seconds"]["encoding"] = time.perf_counter() - clock
+    report["warnings"] = run.warnings
     return report
 
 
