@@ -264,6 +264,73 @@ def test_bpe_round_trips_any_text_and_rejects_tiny_vocab():
     assert sym.decode(sym.encode("1 + 2 2")) == "1 + 2 2"
 
 
+def _pairs(characters: str, count: int) -> list[bytes]:
+    """`count` sampled pairs ("source\ntarget", UTF-8) that use every one of `characters`."""
+    return [f"{characters[i % len(characters)]}x\ny".encode() for i in range(max(count, len(characters)))]
+
+
+class _Unread:
+    """A sample that must not be read."""
+
+    def __iter__(self):
+        raise AssertionError("the sample was read")
+
+
+CJK = "".join(chr(0x4E00 + i) for i in range(3000))  # with x, y and the space: 3,003 characters
+
+# (training pairs, the sample, tree symbols, the size): a piece per 5 pairs from 1,000 to
+# 37,000, and never fewer than 256 byte pieces + 4 specials + the symbols + the characters (the
+# space among them, which sentencepiece puts before every sentence).
+DEFAULT_SIZES = [
+    (1_500, _pairs("ab", 10), 0, 1_000),
+    (20_000, _pairs("ab", 10), 0, 4_000),
+    (20_004, _pairs("ab", 10), 0, 4_000),
+    (100_000, _pairs("ab", 10), 40, 20_000),
+    (185_000, _Unread(), 0, 37_000),
+    (4_500_000, _Unread(), 0, 37_000),
+    (2_000, _pairs(CJK, 3000), 0, 3_263),
+    (20_000, _pairs(CJK, 3000), 30, 4_000),
+    (2_000, _pairs(CJK[:900], 900), 10, 1_173),
+]
+
+
+@pytest.mark.parametrize(("pairs", "sample", "symbols", "size"), DEFAULT_SIZES)
+def test_the_default_vocabulary_size_is_scaled_to_the_corpus(pairs, sample, symbols, size):
+    from transduce.data.vocab_size import default_vocab_size
+
+    assert default_vocab_size(pairs, sample, symbols) == size
+
+
+@pytest.mark.parametrize("space", [" ", ""])
+def test_the_default_size_is_the_smallest_sentencepiece_takes_when_characters_decide(space):
+    """Where the characters set the size, it is the least byte fallback accepts: one piece
+    fewer is sentencepiece's own refusal, with or without spaces in the text."""
+    from transduce.data.vocab import SentencePieceVocab
+    from transduce.data.vocab_size import default_vocab_size
+
+    sample = [f"{CJK[i % 1200]}{CJK[i * 7 % 1200]}{space}x\ny{space}z".encode() for i in range(1500)]
+    size = default_vocab_size(len(sample), sample, 0)
+    lines = [line for pair in sample for line in pair.decode().split("\n")]
+    assert len(SentencePieceVocab.train(lines, size)) == size
+    with pytest.raises(ValueError, match="too small"):
+        SentencePieceVocab.train(lines, size - 1)
+
+
+def test_prepare_without_vocab_size_says_what_it_chose(tmp_path):
+    """The size `prepare` chose is said on stderr; meta.json records the option as not given."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from transduce.cli import app
+
+    write_corpus(tmp_path, n=300)
+    result = CliRunner().invoke(app, ["prepare", str(tmp_path), "-o", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "vocabulary size 1,000 for 300 training pairs (--vocab-size not given" in result.stderr
+    assert json.loads((tmp_path / "d" / "meta.json").read_text())["options"]["vocab_size"] is None
+
+
 def test_sampler_with_nothing_that_fits_fails_instead_of_looping():
     sampler = BatchSampler(np.array([50, 60]), max_tokens=40, seed=0)
     with pytest.raises(ValueError, match=r"max_tokens=40 .* shortest padded example has 50"):

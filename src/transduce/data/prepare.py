@@ -50,8 +50,8 @@ from .vocab import (
     vocab_exists,
     vocab_files,
 )
+from .vocab_size import default_vocab_size, why
 
-DEFAULT_VOCAB_SIZE = 37000  # the paper's shared En-De vocabulary
 CHUNK_LINES = 20_000  # lines per chunk: what a process holds and encodes at a time
 CHARS_PER_TOKEN = 32  # twice the longest piece sentencepiece learns: lines over max_len times it are dropped
 # Training pairs the vocabulary is learned from at most: with a shared vocabulary, the 2M
@@ -64,8 +64,8 @@ SPM_SENTENCES = 2_000_000
 @dataclass
 class PrepareOptions:
     """`prepare`'s options. The vocabulary's size and sharing apply when it is learned: None means
-    the default then (37000, shared), and is what they must be with `vocab_from`, so that a
-    dataset's meta.json records no setting that was not used."""
+    the default then (a size scaled to the corpus, `vocab_size.py`; shared), and is what they
+    must be with `vocab_from`, so that a dataset's meta.json records no setting that was not used."""
 
     src: str
     tgt: str
@@ -90,9 +90,8 @@ class PrepareOptions:
                     "--vocab-from uses the model's as they are"
                 )
         else:
-            self.vocab_size = DEFAULT_VOCAB_SIZE if self.vocab_size is None else self.vocab_size
             self.shared_vocab = True if self.shared_vocab is None else self.shared_vocab
-            if not 8 <= self.vocab_size <= 1 << 20:
+            if self.vocab_size is not None and not 8 <= self.vocab_size <= 1 << 20:
                 raise CorpusError(f"--vocab-size must be from 8 to {1 << 20}, not {self.vocab_size}")
         if self.max_len < 1:
             raise CorpusError(f"--max-len must be >= 1, not {self.max_len}")
@@ -208,6 +207,7 @@ class _Run:
     chunk_lines: int
     progress: Progress
     trees: dict[str, list[WordTree]] = field(default_factory=dict)  # per split, when given
+    notes: list[str] = field(default_factory=list)  # what prepare chose, for stderr
     warnings: list[str] = field(default_factory=list)  # for stderr, not meta.json
 
     def read_trees(self, splits: Iterable[SplitFiles]) -> None:
@@ -277,7 +277,10 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
     symbols = (
         sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
     )
-    size = opts.vocab_size or DEFAULT_VOCAB_SIZE
+    size = opts.vocab_size
+    if size is None:
+        size = default_vocab_size(scans["train"].stats.pairs, pairs, len(symbols))
+        run.notes.append(why(size, scans["train"].stats.pairs))
     if opts.shared_vocab:
         lines = chain(_side(pairs, 0), _side(pairs, 1))
         src = tgt = SentencePieceVocab.train(lines, size, max(SPM_SENTENCES, 2 * count), symbols=symbols)
@@ -407,7 +410,7 @@ def prepare_text(
         with atomic_directory(out, "prepare", inputs, force) as tmp:
             report["splits"] = _write_splits(run, tmp, splits, scans, vocabs, digest)
         report["seconds"]["encoding"] = time.perf_counter() - clock
-    report["warnings"] = run.warnings
+    report["notes"], report["warnings"] = run.notes, run.warnings
     return report
 
 
