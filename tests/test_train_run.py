@@ -213,15 +213,17 @@ def step_lines(out: io.StringIO) -> list[str]:
 
 def test_plain_progress_lines_say_the_time_elapsed_and_the_eta_at_this_process_pace():
     """Off a terminal, a step-bound run's lines carry wall-clock time since the loop started here
-    and the time left at that pace; a resumed run (from step 50) counts only its own steps."""
+    and the time left at that pace, each on one line however long; a resumed run (from step 50)
+    counts only its own steps."""
     out, times = io.StringIO(), iter([100.0, 130.0, 190.0, 4000.0])
+    wide = "loss 1" + " tok/s" * 20  # wider than the console's 80 columns
     with TrainingProgress(Console(file=out), True, 100, None, now=lambda: next(times)) as progress:
         progress.advance(0, 0.0)
         progress.stats(25, 20.0, "loss 2")  # 30 s for 25 steps: 75 left take 90 s
-        progress.stats(50, 40.0, "loss 1")
+        progress.stats(50, 40.0, wide)
     assert step_lines(out) == [
         "step 25/100, 0:30 elapsed, ETA 1:30: loss 2",
-        "step 50/100, 1:30 elapsed, ETA 1:30: loss 1",
+        f"step 50/100, 1:30 elapsed, ETA 1:30: {wide}",
     ]
     out, times = io.StringIO(), iter([0.0, 20.0, 3700.0])
     with TrainingProgress(Console(file=out), True, 100, None, now=lambda: next(times)) as progress:

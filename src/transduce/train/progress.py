@@ -97,7 +97,7 @@ class TrainingProgress:
         self.progress.update(self.task, stats=shown)
         if self.show and not self.console.is_terminal:  # a log file gets plain lines
             where = self.timed(step) if self.limit is Limit.STEPS else self.count(step, seconds)
-            self.console.print(f"{where}: {shown}", highlight=False)
+            self.console.print(f"{where}: {shown}", highlight=False, soft_wrap=True)  # one line each
 
     def timed(self, step: int) -> str:
         """'step 300/1200, 1:02 elapsed, ETA 3:05': the ETA at this process's pace so far."""
@@ -108,5 +108,5 @@ class TrainingProgress:
         return f"step {step}/{self.steps}, {clock(elapsed)} elapsed, ETA {eta}"
 
     def print(self, line: str) -> None:
-        """A line above the bar (a validation's scores)."""
-        self.progress.console.print(line)
+        """A line above the bar (a validation's scores), unwrapped (a log keeps it on one line)."""
+        self.progress.console.print(line, soft_wrap=True)
