@@ -612,7 +612,7 @@ def corrupt_export(run: Path, tmp: Path) -> list[str]:
 
 def foreign_cache(run: Path, tmp: Path) -> list[str]:
     """A checkpoint holding, where its CTranslate2 export would be cached, a folder of the user's."""
-    from transduce.interop.ctranslate2_engine import cache_folder
+    from transduce.decode.ctranslate2_engine import cache_folder
     from transduce.store.load import load_reader
 
     ckpt = checkpoint_copy(run, tmp)
@@ -660,12 +660,12 @@ ENGINE_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
             "--src-trees",
             lines(t, "s", "(S 1)\n"),
         ],
-        "--src-trees needs --engine torch",
+        "--src-trees: CTranslate2 models read no source trees",
     ),
     (
         "--engine ctranslate2 with --static-cache",
         lambda r, t: ["evaluate", str(r), "--split", "dev", "--engine", "ctranslate2", "--static-cache"],
-        "--static-cache needs --engine torch",
+        "--static-cache: it is the torch engine's",
     ),
     (
         "--engine ctranslate2 with --prefix and --shortlist",

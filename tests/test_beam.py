@@ -40,7 +40,9 @@ def reference_beam_search(model, src, beam, alpha, nbest, **options):
     active = list(range(batch_size))
     for step in range(max(limits)):
         forced = _forced(prefixes, [s for s in active for _ in range(k)], step, src.device)
-        logp = _step_log_probs(model, history[:, -1:], memory, cache, step, begun.min_len, forced)
+        logp = _step_log_probs(
+            model, history[:, -1:], memory, cache, step=step, min_len=begun.min_len, forced=forced
+        )
         vocab = logp.shape[-1]
         if step == 0:
             _check_prefix_vocab(prefixes, vocab)

@@ -27,19 +27,26 @@ from transduce.cli import app
 from transduce.config import load_config
 from transduce.data.batching import encode_sources
 from transduce.data.vocab import BOS, EOS, PAD
-from transduce.decode.engine import TorchEngine
+from transduce.decode.engine import Request
 from transduce.decode.options import decode_options
 from transduce.decode.pipeline import score_lines, translate_lines
 from transduce.decode.search import length_penalty
+from transduce.decode.torch_engine import TorchEngine
 from transduce.store.load import load_model
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 package is not installed")
 
-from transduce.interop.ctranslate2_engine import (  # noqa: E402  (needs the package)
+from transduce.decode.ctranslate2_engine import (  # noqa: E402  (needs the package)
     EngineError,
     cache_folder,
     open_ctranslate2,
 )
+
+
+def greedily(options):
+    """`options` with greedy search."""
+    return options.model_copy(update={"search": "greedy"})
+
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away"]
 
@@ -117,19 +124,18 @@ def test_the_same_outputs_as_the_torch_engine_each_within_its_own_length_limit(e
     (CTranslate2 takes one limit per call). Under (0.5, 1) the best of ten beam searches is cut
     at its limit, and beats the empty output that a search under the batch's longest limit finds."""
     ours, theirs, lines = engines
-    greedy = search.pop("greedy", False)
     sources = sources_of(ours, lines)
     for a, b in ((1.0, 50), (0.5, 1)):
         options = decode_options(ours.config.decode, max_len_a=a, max_len_b=b, **search)
-        mine = TorchEngine(ours.model).decode(sources, options, greedy=greedy)
-        found = theirs.engine.decode(sources, options, greedy=greedy)
+        mine = TorchEngine(ours.model).decode(Request(sources, options))
+        found = theirs.engine.decode(Request(sources, options))
         assert ids(found) == ids(mine)
         limits = [max(1, int(a * len(s) + b)) for s in sources]
         assert all(len(h[0].tokens) <= limit for h, limit in zip(found, limits, strict=True))
         if b == 1:  # many outputs stop at their own limit, in batches with longer and shorter ones
             assert sum(len(h[0].tokens) == limit for h, limit in zip(found, limits, strict=True)) >= 10
-    texts_found, _ = translate_lines(theirs, lines, options, greedy)
-    assert texts(texts_found) == texts(translate_lines(ours, lines, options, greedy)[0])
+    texts_found, _ = translate_lines(theirs, lines, options)
+    assert texts(texts_found) == texts(translate_lines(ours, lines, options)[0])
 
 
 @pytest.mark.parametrize("nbest", [1, 3])
@@ -153,7 +159,7 @@ def test_one_call_under_the_longest_limit_gives_each_sentence_its_own_limits_out
     for a, b in ((1.0, 50), (1.0, 3), (0.5, 1)):
         options = decode_options(ours.config.decode, beam=4, nbest=nbest, alpha=0.6, max_len_a=a, max_len_b=b)
         calls.clear()
-        found = engine.decode(sources, options)
+        found = engine.decode(Request(sources, options))
         one_call = list(calls)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(
@@ -162,7 +168,7 @@ def test_one_call_under_the_longest_limit_gives_each_sentence_its_own_limits_out
                 lambda self, batch: ([[] for _ in batch.sources], list(range(len(batch.sources)))),
             )
             calls.clear()
-            per_limit = engine.decode(sources, options)
+            per_limit = engine.decode(Request(sources, options))
         assert ids(found) == ids(per_limit)
         scores = [h.score for f in found for h in f]
         assert scores == pytest.approx([h.score for f in per_limit for h in f])
@@ -216,11 +222,11 @@ def test_scores_are_ours_computed_from_ctranslate2s_probabilities(engines, searc
     softmax leaves out PAD and BOS, which can never be output), and within the mass of PAD and BOS
     of the torch engine's scores."""
     ours, theirs, lines = engines
-    greedy = search.pop("greedy", False)
+    greedy = search.get("greedy", False)
     options = decode_options(ours.config.decode, nbest=2 if not greedy else 1, **search)
     sources = sources_of(ours, lines[:20])
     alpha = 0.0 if greedy else options.alpha
-    for source, hyps in zip(sources, theirs.engine.decode(sources, options, greedy=greedy), strict=True):
+    for source, hyps in zip(sources, theirs.engine.decode(Request(sources, options)), strict=True):
         limit = int(options.max_len_a * len(source) + options.max_len_b)
         for hypothesis in hyps:
             mine, kept = expected_scores(ours.model, source, hypothesis, limit, alpha)
@@ -234,12 +240,11 @@ def test_outputs_without_scores_are_the_same_outputs(engines, search):
     rescoring of cut outputs, and nothing else: the same outputs, also where outputs are cut at
     their own limit (a = 0.5, b = 1), with NaN scores."""
     ours, theirs, lines = engines
-    greedy = search.pop("greedy", False)
     sources = sources_of(ours, lines)
     for a, b in ((1.0, 50), (0.5, 1)):
         options = decode_options(ours.config.decode, max_len_a=a, max_len_b=b, nbest=1, **search)
-        scored = theirs.engine.decode(sources, options, greedy=greedy)
-        bare = theirs.engine.decode(sources, options, greedy=greedy, scores=False)
+        scored = theirs.engine.decode(Request(sources, options))
+        bare = theirs.engine.decode(Request(sources, options, scores=False))
         assert ids(bare) == ids(scored)
         assert all(math.isnan(h.score) and math.isnan(h.log_prob) for hyps in bare for h in hyps)
         assert not any(math.isnan(h.score) for hyps in scored for h in hyps)
@@ -251,12 +256,12 @@ def test_forced_prefixes_are_honoured(engines):
     forced = [ours.tgt_vocab.encode(p) for p in prefixes]
     sources = sources_of(ours, lines)
     for greedy, search in ((True, {}), (False, {"beam": 4, "alpha": 0.0})):
-        options = decode_options(ours.config.decode, **search)
-        mine, _ = translate_lines(ours, lines, options, greedy, prefixes=prefixes)
-        found, _ = translate_lines(theirs, lines, options, greedy, prefixes=prefixes)
+        options = decode_options(ours.config.decode, greedy=greedy or None, **search)
+        mine, _ = translate_lines(ours, lines, options, prefixes=prefixes)
+        found, _ = translate_lines(theirs, lines, options, prefixes=prefixes)
         assert texts(found) == texts(mine)
         assert all(f[0].text.startswith("THE CAT") for f in found[1::2])
-        hyps = theirs.engine.decode(sources, options, greedy=greedy, prefixes=forced)
+        hyps = theirs.engine.decode(Request(sources, options, prefixes=forced))
         for source, prefix, found_hyps in zip(sources, forced, hyps, strict=True):
             assert found_hyps[0].tokens[: len(prefix)] == prefix
             limit = int(options.max_len_a * len(source) + options.max_len_b)
@@ -302,7 +307,7 @@ def test_sampling_repeats_with_its_seed(engines):
     assert texts(first) == texts(again) and texts(first) != texts(other)
     assert all(len(f) == 3 for f in first)
     sources = sources_of(ours, lines)
-    for source, samples in zip(sources, theirs.engine.decode(sources, options), strict=True):
+    for source, samples in zip(sources, theirs.engine.decode(Request(sources, options)), strict=True):
         limit = len(source) + 3
         for sample in samples:  # cut to the limit where one ran past it, and scored as cut
             assert len(sample.tokens) <= limit
@@ -321,10 +326,10 @@ def test_a_shortlist_restricts_the_same_batches_as_ours(trained, engines):
     listed = build_shortlist(pairs, len(data.src_vocab), len(data.tgt_vocab), per_token=2, frequent=3)
     theirs = open_ctranslate2(trained / "run", shortlist=listed)
     options = decode_options(ours.config.decode, max_tokens=40)
-    mine, _ = translate_lines(ours, lines, options, True, shortlist=listed)
-    found, _ = translate_lines(theirs, lines, options, True, shortlist=listed)
+    mine, _ = translate_lines(ours, lines, greedily(options), shortlist=listed)
+    found, _ = translate_lines(theirs, lines, greedily(options), shortlist=listed)
     assert texts(found) == texts(mine)
-    full, _ = translate_lines(theirs, lines, options, True)
+    full, _ = translate_lines(theirs, lines, greedily(options))
     assert texts(full) != texts(found)  # the shortlist did restrict the outputs
 
 
@@ -358,9 +363,9 @@ def test_the_export_cache_is_reused_and_replaced_when_the_checkpoint_changes(tmp
     assert cache_folder(changed, "float32").name == f"ctranslate2-float32-{digest[:12]}" != folder.name
     lines = ["1 2 3", "4 4 5 6", "7 1"]
     options = decode_options(loaded.config.decode)
-    expected = texts(translate_lines(load_model(checkpoint), lines, options, True)[0])
-    assert texts(translate_lines(changed, lines, options, True)[0]) == expected
-    assert texts(translate_lines(first, lines, options, True)[0]) != expected  # the old export differs
+    expected = texts(translate_lines(load_model(checkpoint), lines, greedily(options))[0])
+    assert texts(translate_lines(changed, lines, greedily(options))[0]) == expected
+    assert texts(translate_lines(first, lines, greedily(options))[0]) != expected  # the old export differs
 
     current = cache_folder(changed, "float32")
     info = json.loads((current / "transduce.json").read_text())
@@ -373,7 +378,7 @@ def test_the_export_cache_is_reused_and_replaced_when_the_checkpoint_changes(tmp
     with (current / "model.bin").open("r+b") as model:  # damaged after it was written
         model.seek(100)
         model.write(b"\0" * 16)
-    assert texts(translate_lines(open_ctranslate2(checkpoint), lines, options, True)[0]) == expected
+    assert texts(translate_lines(open_ctranslate2(checkpoint), lines, greedily(options))[0]) == expected
     assert (current / "model.bin").read_bytes() == intact  # written again
 
     shutil.rmtree(current)
@@ -458,7 +463,7 @@ def test_the_server_answers_on_ctranslate2(engines):
             answers = list(
                 pool.map(lambda b: httpx.post(f"{server.url}/translate", json=b, timeout=60), bodies)
             )
-        greedy, _ = translate_lines(ours, lines[:6], decode_options(ours.config.decode), True)
+        greedy, _ = translate_lines(ours, lines[:6], greedily(decode_options(ours.config.decode)))
         assert [[a.json()["translations"][0]["text"]] for a in answers] == texts(greedy)
         assert application.state.batcher.batches - before < 6  # concurrent requests shared calls
         info = httpx.get(f"{server.url}/info").json()

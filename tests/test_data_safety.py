@@ -457,7 +457,9 @@ def test_full_disk_while_saving_a_checkpoint_is_a_write_error_naming_it(tmp_path
     shutil.copytree(ck.path, out)
     before = snapshot(tmp_path)
     with file_size_limit(FULL_DISK), pytest.raises(WriteError, match=f"cannot write {out}: File too large"):
-        save_checkpoint(out, ck.weights, ck.config, ck.meta, [ck.path / "src.symbols.json"], ck.trainer, {})
+        save_checkpoint(
+            out, ck.weights, ck.config, ck.meta, [ck.path / "src.symbols.json"], trainer=ck.trainer
+        )
     assert snapshot(tmp_path) == before
 
 

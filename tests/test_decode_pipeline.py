@@ -11,7 +11,7 @@ from transduce.config import ConfigError, DecodeConfig
 from transduce.decode.options import OptionsError, decode_options
 from transduce.decode.pipeline import score_lines, translate_lines
 from transduce.decode.scoring import score_all
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -64,10 +64,10 @@ def test_sampling_options_reach_the_search(models):
     other_seed = decode_options(opts, seed=6)
     assert texts(translate_lines(loaded, LINES, other_seed)[0]) != texts(first)
     top1 = decode_options(opts, top_k=1, num_samples=1)
-    greedy, _ = translate_lines(loaded, LINES, loaded.config.decode, greedy=True)
+    greedy, _ = translate_lines(loaded, LINES, decode_options(loaded.config.decode, greedy=True))
     assert texts(translate_lines(loaded, LINES, top1)[0]) == texts(greedy)
-    with pytest.raises(ValueError, match="greedy search and sampling exclude each other"):
-        translate_lines(loaded, LINES, opts, greedy=True)
+    with pytest.raises(ValueError, match="greedy and sample exclude each other"):
+        decode_options(loaded.config.decode, greedy=True, sample=True)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +103,9 @@ def test_sampling_options_are_validated_in_one_line(option, value, message):
 def test_forced_prefixes_through_translate_lines(models):
     loaded = models["a"]
     prefixes = ["7 7", "", "", "1", "3 3 3"]
-    for greedy in (False, True):
-        outputs, _ = translate_lines(loaded, LINES, loaded.config.decode, greedy=greedy, prefixes=prefixes)
+    for search in ("beam", "greedy"):
+        options = decode_options(loaded.config.decode, search=search)
+        outputs, _ = translate_lines(loaded, LINES, options, prefixes=prefixes)
         for line, prefix, row in zip(LINES, prefixes, outputs, strict=True):
             if line:
                 assert row[0].text.startswith(prefix)

@@ -16,7 +16,7 @@ from transduce.decode.ensemble import Ensemble, target_vocab_size
 from transduce.decode.sampling import sample
 from transduce.decode.scoring import score
 from transduce.decode.search import greedy
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.model.packed import pack_for_cpu
 from transduce.model.quantize import quantize_int8
 

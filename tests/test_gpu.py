@@ -27,7 +27,7 @@ from transduce.data.batching import collate
 from transduce.data.vocab import EOS
 from transduce.decode.beam import beam_search
 from transduce.decode.search import greedy
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.device import attention_kernels
 from transduce.model.attention import scaled_dot_product
 from transduce.model.packed import PackedLinear
@@ -220,9 +220,10 @@ def test_static_cache_replays_a_cuda_graph_and_equals_the_growing_cache(no_tf32)
         DecodeConfig(beam=3, nbest=2, max_len_b=6),
         DecodeConfig(sample=True, seed=3, num_samples=2, max_len_b=6),
     ):
-        for use_greedy in (False, True) if not cfg.sample else (False,):
-            expected = decode_all(model, sources, cfg, use_greedy)
-            got = decode_all(model, sources, cfg.model_copy(update={"static_cache": True}), use_greedy)
+        for search in ("beam", "greedy") if not cfg.sample else ("sample",):
+            searched = cfg.model_copy(update={"search": search})
+            expected = decode_all(model, sources, searched)
+            got = decode_all(model, sources, searched.model_copy(update={"static_cache": True}))
             assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in expected]
             for a, b in zip(got, expected, strict=True):
                 assert all(math.isclose(x.score, y.score, abs_tol=1e-4) for x, y in zip(a, b, strict=True))

@@ -33,7 +33,7 @@ def reference_left_to_right(model, memory, limits, choose, min_len, prefixes):
     for step in range(max(limits)):
         rows = active.tolist()
         forced = _forced(prefixes, rows, step, tokens.device)
-        logp = _step_log_probs(model, tokens, memory, cache, step, min_len, forced)
+        logp = _step_log_probs(model, tokens, memory, cache, step=step, min_len=min_len, forced=forced)
         if step == 0:
             _check_prefix_vocab(prefixes, logp.shape[-1])
         next_tokens = choose(logp, rows)
@@ -87,8 +87,15 @@ def test_left_to_right_equals_the_per_sequence_loop(options, read_every):
         model = tiny_model(vocab=12, seed=seed, sharpen=2.0 + seed)
         begun = start(model, batch(ROWS), options)
         for fresh_choose in (lambda: _most_probable, lambda s=seed: sampler(s, len(ROWS))):
-            args = (begun.limits, fresh_choose(), begun.min_len, begun.prefixes)
-            got = left_to_right(model, begun.memory, *args, read_every=read_every)
+            got = left_to_right(
+                model,
+                begun.memory,
+                begun.limits,
+                fresh_choose(),
+                min_len=begun.min_len,
+                prefixes=begun.prefixes,
+                read_every=read_every,
+            )
             args = (begun.limits, fresh_choose(), begun.min_len, begun.prefixes)
             want = reference_left_to_right(model, begun.memory, *args)
             assert [h.tokens for h in got] == [h.tokens for h in want], (seed, options)
@@ -102,7 +109,7 @@ def test_sequences_leave_the_batch_as_they_end(monkeypatch):
     model = tiny_model(vocab=12, seed=1)
     begun = start(model, batch(ROWS), {"max_len_a": 1.0, "max_len_b": 3})
     rows_per_step = decoder_rows(model, monkeypatch)
-    left_to_right(model, begun.memory, begun.limits, _most_probable, 0, begun.prefixes)
+    left_to_right(model, begun.memory, begun.limits, _most_probable, min_len=0, prefixes=begun.prefixes)
     assert rows_per_step[0] == len(ROWS) and len(set(rows_per_step)) > 2
     assert rows_per_step == sorted(rows_per_step, reverse=True)
 
@@ -111,6 +118,8 @@ def test_ended_sequences_leave_the_batch_only_when_read_back(monkeypatch):
     model = tiny_model(vocab=12, seed=1)
     begun = start(model, batch(ROWS), {"max_len_a": 1.0, "max_len_b": 3})
     rows_per_step = decoder_rows(model, monkeypatch)
-    left_to_right(model, begun.memory, begun.limits, _most_probable, 0, begun.prefixes, read_every=3)
+    left_to_right(
+        model, begun.memory, begun.limits, _most_probable, min_len=0, prefixes=begun.prefixes, read_every=3
+    )
     changed = steps_where_rows_change(rows_per_step)
     assert changed and all(step % 3 == 0 for step in changed)

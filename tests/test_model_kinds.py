@@ -15,7 +15,7 @@ from transduce.config import DecodeConfig, load_config
 from transduce.data.tasks import generate_split
 from transduce.data.vocab import BOS, EOS, FIRST_SYMBOL, PAD
 from transduce.decode.scoring import score_all
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.model import build_model
 from transduce.train.trainer import Trainer
 
@@ -170,8 +170,10 @@ def _naive_continuation(model, prompt: list[int], limit: int) -> tuple[list[int]
 def test_language_model_greedy_continuation_equals_a_naive_loop():
     model = _tiny_lm()
     prompts = [[5, 6, 7], [4], [], [8, 9, 10, 11, 4, 5], [7, 7]]
-    options = DecodeConfig(max_len_b=6, max_tokens=12)  # several batches, prompts of every length
-    found = decode_all(model, prompts, options, use_greedy=True)
+    options = DecodeConfig(
+        search="greedy", max_len_b=6, max_tokens=12
+    )  # several batches, prompts of every length
+    found = decode_all(model, prompts, options)
     for prompt, hyps in zip(prompts, found, strict=True):
         if not prompt:
             assert hyps == []  # an empty line stays empty

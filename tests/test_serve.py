@@ -11,7 +11,7 @@ from tiny import train_tiny
 from typer.testing import CliRunner
 
 from transduce.cli import app as cli
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.serve import Limits, create_app
 from transduce.store.load import load_model
 
@@ -207,16 +207,16 @@ def test_a_body_over_max_body_bytes_is_413_by_length_or_as_it_streams(served):
 
 def test_a_decoding_error_fails_only_its_request(served, monkeypatch):
     server, _, _ = served
-    import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
+    from transduce.decode.torch_engine import TorchEngine  # the engine the server calls
 
-    real = serve_module.decode_all
+    real = TorchEngine.decode
 
-    def flaky(model, sources, *args, **kwargs):
-        if any(len(s) == 7 for s in sources):  # "9 9 9 9 9 9 9" is the poisoned input
+    def flaky(engine, request):
+        if any(len(s) == 7 for s in request.sources):  # "9 9 9 9 9 9 9" is the poisoned input
             raise RuntimeError("simulated failure")
-        return real(model, sources, *args, **kwargs)
+        return real(engine, request)
 
-    monkeypatch.setattr(serve_module, "decode_all", flaky)
+    monkeypatch.setattr(TorchEngine, "decode", flaky)
     with ThreadPoolExecutor(4) as pool:
         bodies = [["9 9 9 9 9 9 9"], ["1 2"], ["3 4"], ["5"]]
         responses = list(
@@ -285,15 +285,15 @@ def test_an_empty_api_key_is_refused(checkpoint, monkeypatch):
 
 
 def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
-    import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
+    from transduce.decode.torch_engine import TorchEngine  # the engine the server calls
 
-    real = serve_module.decode_all
+    real = TorchEngine.decode
 
-    def slow(*args, **kwargs):
+    def slow(engine, request):
         time.sleep(1.0)
-        return real(*args, **kwargs)
+        return real(engine, request)
 
-    monkeypatch.setattr(serve_module, "decode_all", slow)
+    monkeypatch.setattr(TorchEngine, "decode", slow)
     server = Server(create_app(load_model(checkpoint)))
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(httpx.post, f"{server.url}/translate", json={"segments": ["1 2"]}, timeout=30)

@@ -15,9 +15,8 @@ from serving import Server
 from tiny import train_tiny
 from typer.testing import CliRunner
 
-import transduce.decode.engine as serve_module  # the torch engine's decode_all, as the server calls it
 from transduce.cli import app as cli
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import TorchEngine, decode_all
 from transduce.serve import Limits, create_app
 from transduce.store.load import load_model
 
@@ -32,16 +31,16 @@ def loaded(tmp_path_factory):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """decode_all made slow and recorded: the sources of each call, in call order."""
-    real = serve_module.decode_all
+    """The torch engine's decode made slow and recorded: the sources of each call, in call order."""
+    real = TorchEngine.decode
     log: list[list[list[int]]] = []
 
-    def slow(model, sources, *args, **kwargs):
-        log.append([list(s) for s in sources])
+    def slow(engine, request):
+        log.append([list(s) for s in request.sources])
         time.sleep(DECODE_S)
-        return real(model, sources, *args, **kwargs)
+        return real(engine, request)
 
-    monkeypatch.setattr(serve_module, "decode_all", slow)
+    monkeypatch.setattr(TorchEngine, "decode", slow)
     return log
 
 

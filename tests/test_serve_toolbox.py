@@ -8,7 +8,8 @@ import pytest
 from serving import Server
 from tiny import train_tiny
 
-from transduce.decode.translate import decode_all
+from transduce.decode.options import decode_options
+from transduce.decode.torch_engine import decode_all
 from transduce.serve import Limits, create_app
 from transduce.store.load import load_model
 
@@ -36,7 +37,7 @@ def post(server, **body):
 
 def test_samples_equal_direct_sampling_and_do_not_depend_on_the_batch(server, loaded):
     got = post(server, segments=SEGMENTS, **SAMPLING)
-    cfg = loaded.config.decode.model_copy(update=SAMPLING)
+    cfg = decode_options(loaded.config.decode, **SAMPLING)
     sources = [loaded.src_vocab.encode(s) if s else [] for s in SEGMENTS]
     direct = decode_all(loaded.model, sources, cfg)
     assert [[t["text"] for t in row] for row in got[:2]] == [
@@ -84,7 +85,7 @@ def test_prefixes_lengths_and_greedy_search_equal_direct_decoding(server, loaded
     assert got[0]["text"].split()[0] == "7" and got[3]["text"].split()[:2] == ["1", "2"]
     assert all(2 <= len(t.split()) <= len(s.split()) + 4 for s, t in zip(SEGMENTS, want, strict=True) if s)
     greedy = post(server, segments=SEGMENTS, greedy=True)
-    direct = decode_all(loaded.model, sources, loaded.config.decode, use_greedy=True)
+    direct = decode_all(loaded.model, sources, loaded.config.decode.model_copy(update={"search": "greedy"}))
     assert [t["text"] for t in greedy] == [loaded.tgt_vocab.decode(h[0].tokens) if h else "" for h in direct]
 
 

@@ -19,7 +19,7 @@ from transduce.decode import shortlist as shortlist_module
 from transduce.decode.beam import beam_search
 from transduce.decode.search import greedy
 from transduce.decode.shortlist import Shortlist, Shortlisted, ShortlistError, build_shortlist, output_matrix
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.model.packed import pack_for_cpu, packing_available
 from transduce.model.quantize import quantize_int8
 

@@ -13,7 +13,7 @@ from transduce.decode.beam import beam_search
 from transduce.decode.options import OptionsError, check_for_model
 from transduce.decode.search import greedy
 from transduce.decode.static import StaticDecoder, static_unsupported
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 
 VOCAB = 9
 SOURCES = [[4, 5, 6], [7], [8, 4, 4, 5, 6, 7, 8], [5, 5], [6, 7, 8, 4]]  # lengths 1..7: rows finish apart
@@ -57,9 +57,10 @@ def test_decode_all_with_static_cache_equals_without(model):
     for extra in ({}, {"sample": True, "seed": 7, "num_samples": 3, "top_k": 4}):
         cfg = DecodeConfig(beam=3, nbest=2, max_tokens=12, **extra) if not extra else DecodeConfig(**extra)
         static = cfg.model_copy(update={"static_cache": True})
-        for use_greedy in (False, True) if not extra else (False,):
-            expected = decode_all(model, SOURCES, cfg, use_greedy, prefixes=prefixes)
-            got = decode_all(model, SOURCES, static, use_greedy, prefixes=prefixes)
+        for search in ("beam", "greedy") if not extra else ("sample",):
+            searched, searched_static = (c.model_copy(update={"search": search}) for c in (cfg, static))
+            expected = decode_all(model, SOURCES, searched, prefixes=prefixes)
+            got = decode_all(model, SOURCES, searched_static, prefixes=prefixes)
             same(got, expected)
             assert all(h.tokens[: len(p)] == p for hs, p in zip(got, prefixes, strict=True) for h in hs)
 

@@ -66,7 +66,7 @@ from bench.records import BENCH, ROOT, cpu_name, host_line, mean_pair, spread
 from transduce.config import Config, load_config
 from transduce.data.dataset import Split
 from transduce.data.tasks import SHORTEST, examples_of_length
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.fileio import OutputError, RunLock
 from transduce.metrics import accuracy
 from transduce.train.trainer import Trainer
@@ -177,7 +177,7 @@ def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[
     every model and seed): greedy decoding's, and teacher-forced (`forced_*`)."""
     sources, refs = encoded(trainer, examples_of_length(cfg.data, length, count, seed=0))
     trainer.model.eval()
-    hyps = decode_all(trainer.model, sources, cfg.decode, use_greedy=True, device=trainer.device)
+    hyps = decode_all(trainer.model, sources, cfg.decode.model_copy(update={"search": "greedy"}))
     acc = accuracy([h[0].tokens if h else [] for h in hyps], refs)
     return {
         "char": acc.char,

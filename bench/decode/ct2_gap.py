@@ -34,9 +34,9 @@ from bench.decode.e2e import ENGINE_ROW, WARMUP_LINES
 from bench.peers.engines import translate_ct2
 from bench.records import host_line
 from transduce.data.corpus import read_lines
+from transduce.decode.ctranslate2_engine import open_ctranslate2
 from transduce.decode.options import decode_options
 from transduce.decode.pipeline import output_rows, translate_lines
-from transduce.interop.ctranslate2_engine import open_ctranslate2
 
 SEARCH_PARTS = {
     "_under_longest_limit": "first calls",
@@ -84,7 +84,8 @@ def main() -> None:
     source = sentencepiece.SentencePieceProcessor(model_file=str(folder / "source.spm"))
     target = sentencepiece.SentencePieceProcessor(model_file=str(folder / "target.spm"))
     decode = ours.config.decode
-    options = decode_options(decode, beam=args.beam, alpha=args.alpha, max_tokens=args.max_tokens)
+    search = {"greedy": True} if args.beam == 1 else {"beam": args.beam, "alpha": args.alpha}
+    options = decode_options(decode, max_tokens=args.max_tokens, **search)
     request = {
         "beam": args.beam,
         "alpha": args.alpha,
@@ -95,7 +96,7 @@ def main() -> None:
     }
 
     def run_ours(part: list[str] = lines) -> list[str]:
-        outputs, _ = translate_lines(ours, part, options, greedy=args.beam == 1, scores=False)
+        outputs, _ = translate_lines(ours, part, options, scores=False)
         return output_rows(outputs)
 
     def run_raw(part: list[str] = lines) -> list[str]:

@@ -90,7 +90,8 @@ def export(checkpoint: Path, work: Path, shortlist: Shortlist | None) -> str | N
     hf = work / "hf"
     try:
         for quantization in ("float32", "int8"):
-            export_ctranslate2(checkpoint, work / f"ct2-{quantization}", quantization, True, shortlist)
+            vmap = shortlist.vmap if shortlist is not None else None
+            export_ctranslate2(checkpoint, work / f"ct2-{quantization}", quantization, True, vmap=vmap)
     except ExportError as exc:
         sys.exit(f"cannot export {checkpoint}: {exc}")
     try:
@@ -141,12 +142,11 @@ def run(
             "lines": lines,
         }
         return ours[model].request(request) if model in ours else peer.request(request)
-    options = decode_options(decode, beam=beam, alpha=args.alpha, max_tokens=args.max_tokens)
+    search = {"greedy": True} if beam == 1 else {"beam": beam, "alpha": args.alpha}
+    options = decode_options(decode, max_tokens=args.max_tokens, **search)
     start = time.perf_counter()
     shortlist = args.listed if engine.endswith("-shortlist") else None
-    outputs, _ = translate_lines(
-        ours[model], lines, options, greedy=beam == 1, shortlist=shortlist, scores=False
-    )
+    outputs, _ = translate_lines(ours[model], lines, options, shortlist=shortlist, scores=False)
     return {"seconds": time.perf_counter() - start, "outputs": output_rows(outputs)}
 
 

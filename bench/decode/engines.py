@@ -27,9 +27,9 @@ import torch
 from bench.records import OUT, host_line, write_record
 from transduce.config import DecodeConfig, load_config
 from transduce.data.prepare import PrepareOptions, prepare_text
+from transduce.decode.ctranslate2_engine import open_ctranslate2
 from transduce.decode.options import decode_options
 from transduce.decode.pipeline import translate_lines
-from transduce.interop.ctranslate2_engine import open_ctranslate2
 from transduce.store.load import LoadedModel, load_for_decoding
 from transduce.train.trainer import Trainer
 

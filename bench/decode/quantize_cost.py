@@ -19,7 +19,7 @@ import torch
 from bench.records import OUT, ROOT, host_line, write_record
 from transduce.config import load_config
 from transduce.data.tasks import generate_split
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.metrics import accuracy, corpus_scores
 from transduce.model.quantize import quantize_int8
 from transduce.store.load import load_model

@@ -104,16 +104,17 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
     import torch
 
     from bench.peers.engines import translate_ct2
+    from transduce.decode.ctranslate2_engine import open_ctranslate2
     from transduce.decode.options import decode_options
     from transduce.decode.pipeline import output_rows, translate_lines
     from transduce.interop.ctranslate2 import export_ctranslate2
-    from transduce.interop.ctranslate2_engine import open_ctranslate2
     from transduce.store.load import load_model
 
     torch_model = load_model(args.checkpoint, torch.device(args.device))
     decode = torch_model.config.decode
     for beam in (4, 1):
-        options = decode_options(decode, beam=beam, max_tokens=args.max_tokens)
+        search = {"greedy": True} if beam == 1 else {"beam": beam}
+        options = decode_options(decode, max_tokens=args.max_tokens, **search)
         request = {
             "beam": beam,
             "alpha": decode.alpha,
@@ -131,8 +132,8 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
             source = sentencepiece.SentencePieceProcessor(model_file=str(folder / "source.spm"))
             target = sentencepiece.SentencePieceProcessor(model_file=str(folder / "target.spm"))
             engines = {
-                "ours": lambda o=ours, opt=options, b=beam: output_rows(
-                    translate_lines(o, lines, opt, greedy=b == 1, scores=False)[0]
+                "ours": lambda o=ours, opt=options: output_rows(
+                    translate_lines(o, lines, opt, scores=False)[0]
                 ),
                 "raw": lambda r=raw, s=source, t=target, q=request: translate_ct2(
                     r, s, t, {**q, "lines": lines}
@@ -155,8 +156,8 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
             torch_model.model.to(dtype)
             medians, texts = interleaved(
                 {
-                    "torch": lambda opt=options, b=beam: output_rows(
-                        translate_lines(torch_model, lines, opt, greedy=b == 1, scores=False)[0]
+                    "torch": lambda opt=options: output_rows(
+                        translate_lines(torch_model, lines, opt, scores=False)[0]
                     )
                 },
                 args.reps,

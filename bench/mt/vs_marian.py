@@ -41,7 +41,7 @@ from transduce.config import load_config
 from transduce.data.batching import BatchSampler, padded_lengths
 from transduce.data.dataset import Dataset
 from transduce.data.vocab import EOS, PAD
-from transduce.decode.translate import decode_all
+from transduce.decode.torch_engine import decode_all
 from transduce.fileio import atomic_directory
 from transduce.interop.marian import export_marian, marian_layout
 from transduce.metrics import corpus_scores

@@ -15,9 +15,9 @@ import json
 import sys
 import time
 
+from transduce.decode.ctranslate2_engine import open_ctranslate2
 from transduce.decode.options import decode_options
 from transduce.decode.pipeline import output_rows, translate_lines
-from transduce.interop.ctranslate2_engine import open_ctranslate2
 
 
 def main() -> None:
@@ -26,12 +26,11 @@ def main() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        options = decode_options(
-            loaded.config.decode, beam=req["beam"], alpha=req["alpha"], max_tokens=req["max_tokens"]
-        )
+        search = {"greedy": True} if req["beam"] == 1 else {"beam": req["beam"], "alpha": req["alpha"]}
+        options = decode_options(loaded.config.decode, max_tokens=req["max_tokens"], **search)
         start = time.perf_counter()
         # one-best text, as `transduce translate` writes it: no scores asked for
-        outputs, _ = translate_lines(loaded, req["lines"], options, greedy=req["beam"] == 1, scores=False)
+        outputs, _ = translate_lines(loaded, req["lines"], options, scores=False)
         seconds = time.perf_counter() - start
         print(json.dumps({"seconds": seconds, "outputs": output_rows(outputs)}), flush=True)
 

@@ -104,16 +104,9 @@ def load(
     kinds decode with `engine="torch"` only."""
     from pathlib import Path
 
-    from .choices import ENGINES
-    from .store.load import load_for_decoding
+    from .decode.engines import engine_kind
 
-    if engine not in ENGINES:
-        raise ValueError(f"engine {engine!r}: allowed: {', '.join(ENGINES)}")
-    if engine == "torch":
-        return load_for_decoding(Path(path), quantize, threads, device)
-    from .interop.ctranslate2_engine import open_ctranslate2
-
-    return open_ctranslate2(Path(path), quantize, threads, device)
+    return engine_kind(engine).open(Path(path), quantize, threads, device, None)
 
 
 def translate(
@@ -127,10 +120,11 @@ def translate(
     """Each line's output: its translation (a parser's tree, a classifier's labels, a language
     model's continuation of it), in input order; an empty line gives an empty output.
 
-    `options` overlay the checkpoint's decoding settings (the `decode.` keys: `beam`, `alpha`,
-    `max_len_a`, `max_len_b`, `min_len`, `max_tokens`, `sample`, `temperature`, `top_k`, `top_p`,
-    `seed`); `greedy` searches greedily; `prefixes` gives each line the text its output starts
-    with. For several outputs per line (`nbest`, `num_samples`) use `hypotheses`."""
+    `options` overlay the checkpoint's decoding settings (the `decode.` keys: `search` ("beam",
+    "greedy" or "sample"), `beam`, `alpha`, `max_len_a`, `max_len_b`, `min_len`, `max_tokens`,
+    `temperature`, `top_k`, `top_p`, `seed`); `greedy=True` and `sample=True` are spellings of
+    `search`; `prefixes` gives each line the text its output starts with. For several outputs per
+    line (`nbest`, `num_samples`) use `hypotheses`."""
     return [found[0].text for found in hypotheses(model, lines, greedy=greedy, prefixes=prefixes, **options)]
 
 
@@ -148,12 +142,12 @@ def hypotheses(
     from .decode.pipeline import decoding_model, translate_lines
 
     reader, _ = decoding_model(model)
-    unknown = sorted(set(options) - set(type(reader.config.decode).model_fields))
+    known = [*type(reader.config.decode).model_fields, "sample"]
+    unknown = sorted(set(options) - set(known))
     if unknown:
-        allowed = ", ".join(type(reader.config.decode).model_fields)
-        raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {allowed}")
-    settings = decode_options(reader.config.decode, **options)
-    outputs, _ = translate_lines(model, list(lines), settings, greedy, prefixes=prefixes)
+        raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {', '.join(known)}")
+    settings = decode_options(reader.config.decode, greedy=greedy or None, **options)
+    outputs, _ = translate_lines(model, list(lines), settings, prefixes=prefixes)
     return outputs
 
 

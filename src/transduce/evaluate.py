@@ -13,11 +13,12 @@ from pathlib import Path
 
 from .config import DecodeConfig
 from .data.dataset import Dataset, DatasetError
+from .data.kinds import data_kind
 from .data.source import SourceAnnotation
 from .data.tasks import SPLITS, generate_split
 from .data.trees import Tree
 from .data.vocab import FIRST_SYMBOL
-from .decode.engine import Engine
+from .decode.engine import Engine, Request
 from .decode.pipeline import Loaded, decoding_engine, encode_lines, translate_lines
 from .decode.shortlist import Shortlist
 from .evalb import BracketScore
@@ -30,17 +31,20 @@ def reference_nll(
     engine: Engine,
     sources: list[list[int]],
     references: list[list[int]],
+    options: DecodeConfig,
     annotations: list[SourceAnnotation] | None = None,
 ) -> tuple[float, int]:
     """Summed negative log-likelihood of the references (EOS included) given their non-empty
-    sources, by forced decoding, and the number of tokens scored (a language model's: its
-    prompts' too; a classifier's: the labels)."""
+    sources, by forced decoding in batches of `options.max_tokens`, and the number of tokens
+    scored (a language model's: its prompts' too; a classifier's: the labels)."""
     keep = [i for i, s in enumerate(sources) if s]
-    scores = engine.score(
+    request = Request(
         [sources[i] for i in keep],
-        [references[i] for i in keep],
+        options,
         annotations=[annotations[i] for i in keep] if annotations is not None else None,
+        targets=[references[i] for i in keep],
     )
+    scores = engine.score(request)
     return -sum(s.log_prob for s in scores), sum(s.count for s in scores)
 
 
@@ -66,13 +70,12 @@ def judge(
     sources: list[list[int]],
     references: list[list[int]],
     options: DecodeConfig,
-    greedy: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AccuracyReport:
     """Decode the sources and compare the best outputs with the references, token by token."""
-    hyps = engine.decode(sources, options, greedy=greedy, on_batch=on_batch)
+    hyps = engine.decode(Request(sources, options, on_batch=on_batch))
     acc = accuracy([h[0].tokens if h else [] for h in hyps], references)
-    nll, tokens = reference_nll(engine, sources, references)
+    nll, tokens = reference_nll(engine, sources, references, options)
     return AccuracyReport(acc, perplexity(nll, tokens), len(sources))
 
 
@@ -81,7 +84,7 @@ def evaluate_text(
     sources: list[str],
     references: list[list[str]],
     options: DecodeConfig,
-    greedy: bool = False,
+    *,
     trees: Path | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     shortlist: Shortlist | None = None,
@@ -95,7 +98,6 @@ def evaluate_text(
         loaded,
         sources,
         options,
-        greedy=greedy,
         trees=trees,
         on_batch=on_batch,
         shortlist=shortlist,
@@ -105,7 +107,7 @@ def evaluate_text(
     scores = corpus_scores(hypotheses, *references)
     reader, engine = decoding_engine(loaded)
     refs = [reader.tgt_vocab.encode(r) for r in references[0]]
-    nll, tokens = reference_nll(engine, encoded.sources, refs, encoded.annotations)
+    nll, tokens = reference_nll(engine, encoded.sources, refs, options, encoded.annotations)
     return TextReport(scores, perplexity(nll, tokens), tokens, hypotheses)
 
 
@@ -118,7 +120,7 @@ def split_pairs(loaded: LoadedModel, split: str) -> tuple[list[list[int]], list[
     if data.task is not None:
         pairs = generate_split(data, split)
         return [loaded.src_vocab.encode(s) for s, _ in pairs], [loaded.tgt_vocab.encode(t) for _, t in pairs]
-    if loaded.meta.data_kind in ("task", "labels") and data.dataset is not None:
+    if data_kind(loaded.meta.data_kind).own_splits and data.dataset is not None:
         try:
             found = Dataset(Path(data.dataset)).splits.get(split)
         except DatasetError as exc:
@@ -133,14 +135,14 @@ def evaluate_split(
     loaded: Loaded,
     split: str,
     options: DecodeConfig,
-    greedy: bool = False,
+    *,
     on_batch: Callable[[int, int], None] | None = None,
     shortlist: Shortlist | None = None,
 ) -> AccuracyReport:
     """Character (or label) and sequence accuracy, and perplexity, on a generated task's split."""
     reader, engine = decoding_engine(loaded, shortlist)
     sources, refs = split_pairs(reader, split)
-    return judge(engine, sources, refs, options, greedy, on_batch)
+    return judge(engine, sources, refs, options, on_batch)
 
 
 def evaluate_labels(
@@ -181,18 +183,16 @@ def _check_labels(reader: LoadedModel, sources: list[list[int]], refs: list[list
             raise ValueError(f"labels line {number}: {len(ref)} labels for {unit}; give {wanted}")
 
 
-def evaluate_parser(
-    loaded: Loaded, golds: list[Tree], options: DecodeConfig, greedy: bool = False
-) -> BracketScore:
+def evaluate_parser(loaded: Loaded, golds: list[Tree], options: DecodeConfig) -> BracketScore:
     """Labelled bracket scores (EVALB conventions) of a parsing model (or ensemble) on gold
     trees' sentences."""
     reader, engine = decoding_engine(loaded)
-    if reader.meta.data_kind != "parse":
+    if not data_kind(reader.meta.data_kind).trees:
         raise ValueError(
             f"{reader.path} is not a parsing model (it was not trained on `prepare --task parse`)"
         )
     encoded = encode_lines(reader, [" ".join(g.words()) for g in golds])
-    hyps = engine.decode(encoded.sources, options, greedy=greedy)
+    hyps = engine.decode(Request(encoded.sources, options))
     outputs = [h[0].tokens if h else [] for h in hyps]
     score, _ = score_outputs(reader.tgt_vocab, outputs, golds, reader.meta.parse_root or "S")
     return score

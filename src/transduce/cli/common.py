@@ -135,35 +135,37 @@ def loaded_models(
     engine: str = "torch",
     shortlist: Shortlist | None = None,
 ) -> list[LoadedModel]:
-    """Each checkpoint prepared for decoding (several: an ensemble's members) on `engine`, or a
-    clear error. CTranslate2 takes one checkpoint or export directory, `shortlist` (which the
-    torch engine is given per call) loaded as its vocabulary map."""
+    """Each checkpoint opened for decoding on `engine` (several: an ensemble's members), or a
+    clear error. `shortlist` is loaded into engines that take it when they open a model
+    (CTranslate2's vocabulary map); ours is given it per call."""
+    from ..decode.ctranslate2_engine import EngineError
+    from ..decode.engines import open_models
+    from ..store.checkpoint import CheckpointError
+
     if not checkpoints:
         fail("give at least one CHECKPOINT")
     if engine not in ENGINES:
         fail(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
-    if engine == "torch":
-        return [loaded_model(c, quantize, threads, device) for c in checkpoints]
-    if len(checkpoints) > 1:
-        fail("--engine ctranslate2 decodes one model; an ensemble of several decodes with --engine torch")
-    from ..interop.ctranslate2_engine import EngineError, open_ctranslate2
-    from ..store.checkpoint import CheckpointError
-
-    with user_errors(EngineError, CheckpointError):
-        return [open_ctranslate2(checkpoints[0], quantize, threads, device, shortlist)]
+    with user_errors(EngineError, CheckpointError, ValueError):
+        return open_models(
+            checkpoints, engine, quantize=quantize, threads=threads, device=device, shortlist=shortlist
+        )
 
 
-TORCH_ONLY = {  # options only the torch engine honours, and why
-    "src_trees": "CTranslate2 models read no source trees (syntax-aware models decode with the torch engine)",
-    "static_cache": "it is the torch engine's; CTranslate2 keeps its own caches",
-}
+def engine_honours(engine: str, **given: object) -> None:
+    """Refuse, before any model is loaded, a given option that `engine` does not honour (the
+    engines' table says which, and why)."""
+    from ..decode.engines import refused
+
+    if engine not in ENGINES:
+        fail(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
+    found = refused(engine, **given)
+    if found is not None:
+        option, why = found
+        fail(f"{OPTION_NAMES.get(option, '--' + option.replace('_', '-'))}: {why} (--engine torch)")
 
 
-def torch_only(engine: str, **given: object) -> None:
-    """Refuse, before any model is loaded, options that only the torch engine honours."""
-    named = [name for name, value in given.items() if value]
-    if engine != "torch" and named:
-        fail(f"--{named[0].replace('_', '-')} needs --engine torch: {TORCH_ONLY[named[0]]}")
+OPTION_NAMES = {"prefix_with_shortlist": "--prefix with --shortlist"}  # what engines refuse together
 
 
 class RateColumn(ProgressColumn):

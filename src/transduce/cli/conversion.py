@@ -84,5 +84,5 @@ def export_cmd(
         if format == "marian":
             export_marian(checkpoint, out, force)
         else:
-            export_ctranslate2(checkpoint, out, quantization, force, listed)
+            export_ctranslate2(checkpoint, out, quantization, force, vmap=listed.vmap if listed else None)
     console.print(f"exported {checkpoint} to {out} ({format})")

@@ -34,11 +34,11 @@ from .common import (
     app,
     console,
     decode_progress,
+    engine_honours,
     fail,
     loaded_models,
     read_shortlist,
     stdout,
-    torch_only,
     user_errors,
 )
 from .metavars import one_of
@@ -89,18 +89,32 @@ def _target_words(path: Path | None) -> Iterator[None]:
         fail(f"{path}:{exc.line}: {exc.reason}")
 
 
-def _options(loaded: LoadedModel, **given: object) -> DecodeConfig:
-    """The checkpoint's search settings with the given options overlaid, checked against the model
+def _options(loaded: list[LoadedModel], **given: object) -> DecodeConfig:
+    """The first checkpoint's search settings with the given options overlaid (`greedy` and
+    `sample`: flags naming the search), checked against the engine that decodes the checkpoints
     before any decoding; errors name the command-line options (`--top-k`)."""
-    from ..decode.engine import engine_of
     from ..decode.options import OptionsError, decode_options
+    from ..decode.pipeline import decoding_engine
 
     try:
-        options = decode_options(loaded.config.decode, **given)
-        engine_of(loaded).check(options)
+        options = decode_options(loaded[0].config.decode, **given)
+        decoding_engine(loaded)[1].check(options)
     except OptionsError as exc:
         fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+    except ValueError as exc:  # checkpoints that cannot decode together
+        fail(str(exc))
     return options
+
+
+def _decoding_given(params: dict[str, object]) -> dict[str, object]:
+    """The decoding options a command was given (its `DecodeConfig` fields and the --greedy and
+    --sample flags), by name; absent ones, and flags left off, are the checkpoint's."""
+    names = {*DecodeConfig.model_fields, "greedy", "sample"}
+    return {
+        name: value
+        for name, value in params.items()
+        if name in names and value is not None and value is not False
+    }
 
 
 Prefix = Annotated[
@@ -146,6 +160,7 @@ SourceTrees = Annotated[
 
 @app.command()
 def translate(
+    ctx: typer.Context,
     checkpoints: Checkpoints,
     input: InputFile = None,
     output: OutputFile = None,
@@ -184,31 +199,26 @@ def translate(
     prints every output as 'line ||| text ||| score' (lines numbered from 0)."""
     inputs = [p for p in (input, src_trees, prefix) if p is not None]
     _check_output(output, inputs)
-    _check_engine(engine, src_trees, static_cache, prefix, shortlist)
+    engine_honours(
+        engine,
+        src_trees=src_trees,
+        static_cache=static_cache,
+        prefix_with_shortlist=prefix is not None and shortlist is not None,
+    )
     listed = read_shortlist(shortlist)
     loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
     _check_output(output, [m.path for m in loaded])
-    opts = _options(
-        loaded[0],
-        beam=beam,
-        alpha=alpha,
-        nbest=nbest,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        min_len=min_len,
-        max_tokens=max_tokens,
-        sample=sample or None,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        num_samples=num_samples,
-        static_cache=static_cache or None,
-    )
-    if greedy and opts.sample:
-        fail("--greedy and --sample exclude each other; choose one")
+    opts = _options(loaded, **_decoding_given(ctx.params))
     prefixes = _read_input(prefix) if prefix is not None else None
-    run = _Translation(loaded, opts, greedy, src_trees, max_src_len, listed, prefix, prefixes)
+    run = _Translation(
+        loaded,
+        opts,
+        src_trees=src_trees,
+        max_src_len=max_src_len,
+        listed=listed,
+        prefix=prefix,
+        prefixes=prefixes,
+    )
     if input is None and (output is None or str(output) == "-"):
         done = _translate_stream(run.rows)
     else:
@@ -221,24 +231,12 @@ def translate(
         fail(f"{prefix}: {len(prefixes)} prefix lines for {done} input lines")
 
 
-def _check_engine(
-    engine: str, src_trees: Path | None, static_cache: bool, prefix: Path | None, shortlist: Path | None
-) -> None:
-    """Refuse, before loading, what the chosen engine cannot do."""
-    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
-    if prefix is not None and shortlist is not None and engine != "torch":
-        from ..interop.ctranslate2_engine import PREFIX_WITH_SHORTLIST
-
-        fail(f"--prefix with --shortlist: {PREFIX_WITH_SHORTLIST} (--engine torch)")
-
-
 @dataclass(frozen=True)
 class _Translation:
     """What translate decodes every group of input lines with."""
 
     loaded: list[LoadedModel]
     opts: DecodeConfig
-    greedy: bool
     src_trees: Path | None
     max_src_len: int
     listed: Shortlist | None
@@ -254,19 +252,18 @@ class _Translation:
             forced = self.prefixes[first : first + len(lines)]
             if len(forced) < len(lines):
                 fail(f"{self.prefix}: {len(self.prefixes)} prefix lines for more input lines")
-        many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1 and not self.greedy
+        many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1
         with user_errors(ValueError), _target_words(self.prefix):
             outputs, encoded = translate_lines(
                 self.loaded,
                 lines,
                 self.opts,
-                self.greedy,
-                self.src_trees,
-                self.max_src_len,
-                advance,
-                forced,
-                first,
-                self.listed,
+                trees=self.src_trees,
+                max_src_len=self.max_src_len,
+                on_batch=advance,
+                prefixes=forced,
+                first=first,
+                shortlist=self.listed,
                 scores=many,  # only n-best rows print them
             )
         if encoded.truncated:
@@ -378,18 +375,23 @@ def evaluate(
     training does. The progress display shows sentences/s and output tokens/s. With -o the
     translations scored are kept, which saves decoding them again with translate."""
     from .. import evaluate as ev
+    from ..data.kinds import data_kind
     from ..decode.kinds import decoding_for
     from ..metrics import corpus_scores
 
     if output is not None:
         _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
     refs = [_read_input(r) for r in ref or []]
-    torch_only(engine, src_trees=src_trees, static_cache=static_cache)
+    engine_honours(engine, src_trees=src_trees, static_cache=static_cache)
     with user_errors(ValueError):
         if trees is not None:
-            _evaluate_parse(
-                checkpoints or [], trees, hyp, greedy, beam, alpha, quantize, threads, device, engine
+            if hyp is None and not checkpoints:
+                fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
+            opened = (
+                [] if hyp is not None else loaded_models(checkpoints or [], quantize, threads, device, engine)
             )
+            search = {"greedy": greedy or None, "beam": beam, "alpha": alpha}
+            _evaluate_parse(trees, hyp, opened, search)
             return
         if hyp is not None:
             if not refs:
@@ -402,11 +404,13 @@ def evaluate(
         loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
         if output is not None:
             _check_output(output, [m.path for m in loaded])
-        opts = _options(loaded[0], beam=beam, alpha=alpha, nbest=1, static_cache=static_cache or None)
+        opts = _options(
+            loaded, greedy=greedy or None, beam=beam, alpha=alpha, nbest=1, static_cache=static_cache or None
+        )
         if split is not None:
             with decode_progress(f"evaluating {split}", None) as advance:
-                r = ev.evaluate_split(loaded, split, opts, greedy, advance, listed)
-            _print_accuracy(split, r, loaded[0].meta.data_kind == "labels")
+                r = ev.evaluate_split(loaded, split, opts, on_batch=advance, shortlist=listed)
+            _print_accuracy(split, r, data_kind(loaded[0].meta.data_kind).labels)
             return
         if src is None or not refs:
             fail("give --src and --ref files (or --split for generated tasks)")
@@ -415,7 +419,9 @@ def evaluate(
             _evaluate_labels(loaded, src, sources, refs, opts, output)
             return
         with decode_progress("evaluating", len(sources)) as advance:
-            report = ev.evaluate_text(loaded, sources, refs, opts, greedy, src_trees, advance, listed)
+            report = ev.evaluate_text(
+                loaded, sources, refs, opts, trees=src_trees, on_batch=advance, shortlist=listed
+            )
     if output is not None:
         _write_output(output, report.hypotheses)
     _print_scores(report.scores)
@@ -481,14 +487,23 @@ def score(
     from ..decode.pipeline import score_lines
 
     _check_output(output, [p for p in (src, tgt, src_trees) if p is not None])
-    torch_only(engine, src_trees=src_trees)
+    engine_honours(engine, src_trees=src_trees)
     loaded = loaded_models(checkpoints, quantize, threads, device, engine)
     _check_output(output, [m.path for m in loaded])
     sources, targets = _read_input(src), _read_input(tgt)
     if len(sources) != len(targets):
         fail(f"{src} has {len(sources)} lines and {tgt} has {len(targets)}; give one target per source")
     with decode_progress("scoring", len(sources)) as advance, user_errors(ValueError), _target_words(tgt):
-        scores = score_lines(loaded, sources, targets, src_trees, max_src_len, max_tokens, per_token, advance)
+        scores = score_lines(
+            loaded,
+            sources,
+            targets,
+            trees=src_trees,
+            max_src_len=max_src_len,
+            max_tokens=max_tokens,
+            per_token=per_token,
+            on_batch=advance,
+        )
     vocab = loaded[0].tgt_vocab
     rows = []
     for s in scores:
@@ -500,18 +515,10 @@ def score(
 
 
 def _evaluate_parse(
-    checkpoints: list[Path],
-    gold_file: Path,
-    hyp: Path | None,
-    greedy: bool,
-    beam: int | None,
-    alpha: float | None,
-    quantize: str,
-    threads: int | None,
-    device: str,
-    engine: str,
+    gold_file: Path, hyp: Path | None, loaded: list[LoadedModel], search: dict[str, object]
 ) -> None:
-    """Bracket scores of a parsing model's output (or of a file of trees) against gold trees."""
+    """Bracket scores of a parsing model's output (`loaded`, decoded with the `search` options
+    given) or of a file of trees (`hyp`) against gold trees."""
     from ..data.trees import read_treebank
     from ..evalb import corpus_score
     from ..evaluate import evaluate_parser
@@ -519,11 +526,8 @@ def _evaluate_parse(
     golds = read_treebank(gold_file)
     if hyp is not None:
         score = corpus_score(golds, read_treebank(hyp))
-    elif not checkpoints:
-        fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
     else:
-        loaded = loaded_models(checkpoints, quantize, threads, device, engine)
-        score = evaluate_parser(loaded, golds, _options(loaded[0], beam=beam, alpha=alpha, nbest=1), greedy)
+        score = evaluate_parser(loaded, golds, _options(loaded, nbest=1, **search))
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
         f"F1 {100 * score.f1:.2f}  ({score.matched} matched, {score.gold} gold, {score.test} test "

@@ -17,10 +17,10 @@ from .common import (
     Threads,
     app,
     console,
+    engine_honours,
     fail,
     loaded_models,
     read_shortlist,
-    torch_only,
     user_errors,
 )
 
@@ -100,7 +100,7 @@ def serve(
         limits = Limits.from_options(ctx.params)  # --max-segments to --batching, by name
         check_listen(listen)
     _warn_if_open(host, key)
-    torch_only(engine, static_cache=static_cache)
+    engine_honours(engine, static_cache=static_cache)
     listed = read_shortlist(shortlist)
     loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
     if static_cache:

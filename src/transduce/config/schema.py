@@ -4,7 +4,7 @@ config/parsing.py; the presets are config/presets.toml."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
@@ -409,8 +409,13 @@ class DecodeConfig(_Section):
     )
     nbest: int = Field(1, ge=1, description="outputs per input, best first; 1..beam")
     max_tokens: int = Field(4096, ge=1, le=TOKENS_MAX, description=f"1..{TOKENS_MAX}")
-    # Sampling (decode/sampling.py) instead of search; beam, alpha and nbest do not apply to it.
-    sample: bool = Field(False, description="draw outputs at random instead of searching for the best")
+    # How outputs are found: beam search (decode/beam.py), greedy search, or sampling
+    # (decode/sampling.py), to which beam, alpha and nbest do not apply.
+    search: Literal["beam", "greedy", "sample"] = Field(
+        "beam",
+        description="beam (beam search), greedy (the most probable token at each step) or sample "
+        "(draw outputs at random)",
+    )
     temperature: float = Field(1.0, gt=0.0, le=100.0, description="sampling temperature; 0 < t <= 100")
     top_k: int = Field(
         0, ge=0, le=TOKENS_MAX, description=f"sample among the k most probable tokens; 0 (off)..{TOKENS_MAX}"
@@ -427,6 +432,32 @@ class DecodeConfig(_Section):
         False,
         description="fixed-shape decoder caches; on CUDA one captured graph per step (plain Transformers)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sample_flag(cls, data: Any) -> Any:
+        """`sample = true`, the spelling before `search` (saved in older checkpoints and configs),
+        reads as `search = "sample"`; `sample = false` as the default search."""
+        if isinstance(data, dict) and "sample" in data:
+            data = dict(data)
+            flag = data.pop("sample")
+            if not isinstance(flag, bool):
+                raise ValueError(f'sample: true or false, not {flag!r} (or give search = "sample")')
+            if flag and data.setdefault("search", "sample") != "sample":
+                raise ValueError(
+                    f"sample = true and search = {data['search']!r} exclude each other; choose one"
+                )
+        return data
+
+    @property
+    def sample(self) -> bool:
+        """Whether outputs are drawn at random (search = "sample")."""
+        return self.search == "sample"
+
+    @property
+    def greedy(self) -> bool:
+        """Whether each step takes the most probable token (search = "greedy")."""
+        return self.search == "greedy"
 
     @model_validator(mode="after")
     def _nbest_within_beam(self, info: ValidationInfo) -> DecodeConfig:

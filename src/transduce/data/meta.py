@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..config import TaskName
+from .kinds import DATA_KINDS
 from .source import SourceFormat
 
 FORMAT_VERSION = 1
@@ -51,7 +52,7 @@ class DataFacts(BaseModel):
 
     @model_validator(mode="after")
     def _labels_have_a_unit(self) -> DataFacts:
-        if (self.data_kind == "labels") != (self.label_unit is not None):
+        if DATA_KINDS[self.data_kind].labels != (self.label_unit is not None):
             raise ValueError("label_unit is set for labelled data (data_kind 'labels') and only for it")
         return self
 

@@ -118,6 +118,7 @@ def choose(
     candidates: Tensor,
     vocab: int,
     k: int,
+    *,
     history: Tensor,
     step: int,
     limits: Tensor,
@@ -200,12 +201,16 @@ def beam_search(
         forced = None
         if step < longest_prefix:
             forced = _forced(prefixes, [s for s in active for _ in range(k)], step, device)
-        logp = _step_log_probs(model, history[:, -1:], memory, cache, step, begun.min_len, forced)
+        logp = _step_log_probs(
+            model, history[:, -1:], memory, cache, step=step, min_len=begun.min_len, forced=forced
+        )
         vocab = logp.shape[-1]
         if step == 0:
             _check_prefix_vocab(prefixes, vocab)
         candidates = (scores.view(-1, 1) + logp).view(len(active), k * vocab)
-        chosen, finished = choose(candidates, vocab, k, history, step, limits, alpha, finished)
+        chosen, finished = choose(
+            candidates, vocab, k, history=history, step=step, limits=limits, alpha=alpha, finished=finished
+        )
         kept_results = kept_results.where(chosen.done & ~done, finished)
         done = done | chosen.done
         beams, tokens, scores, kept = chosen.beams, chosen.tokens, chosen.scores, None

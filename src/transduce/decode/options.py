@@ -65,30 +65,63 @@ def _problem(error: Any) -> tuple[str | None, str]:
 
 def ignored(options: DecodeConfig, given: dict[str, Any]) -> list[tuple[str | None, str]]:
     """Problems for the `given` options that `options`' way of decoding would not use: search
-    settings with sampling, sampling settings without it. `nbest` 1 is allowed with sampling
-    (one output per input is what it gives by default)."""
-    if options.sample:
-        problems = [
-            (name, f"{{{name}}} applies to beam search, not to sampling ({{sample}}); leave it out")
-            for name in SEARCH_ONLY
+    settings with sampling or greedy search, sampling settings without sampling. `nbest` 1 is
+    allowed with either (one output per input is what they give by default)."""
+    if options.search == "beam":
+        return [
+            (name, f"{{{name}}} applies only to sampling; give {{sample}} too, or leave it out")
+            for name in SAMPLING_ONLY
             if name in given
         ]
-        if given.get("nbest", 1) != 1:
-            problems.append(
-                ("nbest", "{nbest} applies to beam search; for several samples per input give {num_samples}")
-            )
-        return problems
-    return [
-        (name, f"{{{name}}} applies only to sampling; give {{sample}} too, or leave it out")
-        for name in SAMPLING_ONLY
+    mode = "{sample}" if options.sample else "{greedy}"
+    problems = [
+        (
+            name,
+            f"{{{name}}} applies to beam search, not to {SEARCH_NAMES[options.search]} ({mode}); "
+            "leave it out",
+        )
+        for name in SEARCH_ONLY
         if name in given
     ]
+    if given.get("nbest", 1) != 1:
+        several = (
+            "samples per input give {num_samples}" if options.sample else "outputs per input use beam search"
+        )
+        problems.append(("nbest", f"{{nbest}} applies to beam search; for several {several}"))
+    if options.greedy:
+        problems += [
+            (name, f"{{{name}}} applies only to sampling, not to greedy search ({{greedy}}); leave it out")
+            for name in SAMPLING_ONLY
+            if name in given
+        ]
+    return problems
+
+
+SEARCH_NAMES = {"beam": "beam search", "greedy": "greedy search", "sample": "sampling"}
+
+
+def _search(given: dict[str, Any]) -> dict[str, Any]:
+    """`given` with `greedy` and `sample` (flags, as the command line and the server take them)
+    read as `search`; an OptionsError when they ask for two ways of decoding."""
+    given = dict(given)
+    chosen = [name for name in ("greedy", "sample") if given.pop(name, None)]
+    if "search" in given:
+        chosen += [] if given["search"] in chosen else [given["search"]]
+    if len(set(chosen)) > 1:
+        names = " and ".join(
+            "{" + name + "}" if name in ("greedy", "sample") else f"search {name}" for name in chosen
+        )
+        raise OptionsError([(None, f"{names} exclude each other; choose one")])
+    if chosen:
+        given["search"] = chosen[0]
+    return given
 
 
 def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     """`base` with the given (not None) settings overlaid, validated once: an OptionsError names
-    every problem, including a given option that the decoding chosen would ignore."""
-    given = {k: v for k, v in given.items() if v is not None}
+    every problem, including a given option that the decoding chosen would ignore. `greedy=True`
+    and `sample=True` are spellings of `search`."""
+    given = _search({k: v for k, v in given.items() if v is not None})
     try:
         options = DecodeConfig.model_validate(
             {**base.model_dump(), **given}, context={"name": lambda field: "{" + field + "}"}
@@ -101,14 +134,10 @@ def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     return options
 
 
-def check_for_model(
-    model: nn.Module, options: DecodeConfig, use_greedy: bool = False, prefixed: bool = False
-) -> None:
+def check_for_model(model: nn.Module, options: DecodeConfig, prefixed: bool = False) -> None:
     """OptionsError for settings this model cannot decode with, so that they are refused before
     any work is queued or done. `model`: a model of any kind, or an Ensemble; `prefixed`: forced
     prefixes are given."""
-    if use_greedy and options.sample:
-        raise OptionsError([(None, "greedy search and sampling exclude each other; choose one")])
     decoding = decoding_of(model)
     refused = []
     if options.sample and not decoding.samples:

@@ -1,15 +1,14 @@
 """Input lines -> rendered outputs: the one decoding path of `translate`, `evaluate` and `serve`.
 
 Three steps, each usable alone (the server schedules the middle one itself):
-`encode_lines` reads lines in the model's input format and truncates over-long ones, the engine
-(`decode/engine.py`: ours runs `decode_all`) searches or samples, and `render` turns output ids
-into text (bracketed trees for parsers); the search and sampling settings come from
+`encode_lines` reads lines in the model's input format and truncates over-long ones, the loaded
+model's engine (`decode/engine.py`) searches or samples one `Request`, and `render` turns output
+ids into text (bracketed trees for parsers); the search and sampling settings come from
 `options.decode_options`. `output_rows` lays the outputs out as `translate` writes them (best
 only, or n-best rows). Wherever one loaded model goes, a list of them may go instead:
 `decoding_model` checks that they read and write the same vocabularies and decodes with their
-ensemble; a checkpoint opened for another engine (an `EngineModel`, e.g. CTranslate2's) decodes
-with that engine (`decoding_engine`). `score_lines` is the same path for forced decoding of
-given targets.
+ensemble (`decoding_engine`). `score_lines` is the same path for forced decoding of given
+targets.
 """
 
 from __future__ import annotations
@@ -21,11 +20,13 @@ from pathlib import Path
 from torch import nn
 
 from ..config import DecodeConfig
+from ..data.kinds import data_kind
 from ..data.source import SourceAnnotation
 from ..data.vocab import Vocab
 from ..parsing import output_trees
 from ..store.load import LoadedModel
-from .engine import Engine, EngineModel, TorchEngine
+from .engine import Engine, Request
+from .engines import engine_kind
 from .ensemble import Ensemble
 from .inputs import encode_inputs
 from .kinds import decoding_for
@@ -33,6 +34,7 @@ from .scoring import Score
 from .search import Hypothesis
 from .shortlist import Shortlist
 from .targets import encode_targets
+from .torch_engine import TorchEngine
 
 Loaded = LoadedModel | Sequence[LoadedModel]  # one model, or the members of an ensemble
 
@@ -84,19 +86,19 @@ def decoding_model(loaded: Loaded) -> tuple[LoadedModel, nn.Module]:
 
 def decoding_engine(loaded: Loaded, shortlist: Shortlist | None = None) -> tuple[LoadedModel, Engine]:
     """The checkpoint that reads the input and renders the output, and the engine that decodes:
-    an EngineModel's own, else ours on `decoding_model`'s model. An ensemble decodes with ours
-    only (ValueError naming the other engine)."""
+    the checkpoint's own (ours for a model loaded for its weights alone), or for several
+    checkpoints ours on their Ensemble, where every member's engine decodes ensembles (ValueError
+    naming the other engine)."""
     members = [loaded] if isinstance(loaded, LoadedModel) else list(loaded)
-    engined = [m for m in members if isinstance(m, EngineModel)]
-    if engined and len(members) > 1:
-        raise ValueError(
-            f"an ensemble decodes with the torch engine only; {engined[0].path} is opened for "
-            f"{engined[0].engine.name}"
-        )
-    if engined:
-        return engined[0], engined[0].engine.shortlisted(shortlist)
+    for member in members if len(members) > 1 else []:
+        if member.engine is not None and not engine_kind(member.engine.name).ensembles:
+            raise ValueError(
+                f"an ensemble decodes with the torch engine only; {member.path} is opened for "
+                f"{member.engine.name}"
+            )
     reader, model = decoding_model(loaded)
-    return reader, TorchEngine(model).shortlisted(shortlist)
+    engine = reader.engine if len(members) == 1 and reader.engine is not None else TorchEngine(model)
+    return reader, engine.shortlisted(shortlist)
 
 
 def encode_prefixes(
@@ -147,7 +149,7 @@ def render(loaded: LoadedModel, lines: list[str], results: list[list[Hypothesis]
     """Each line's hypotheses as text (best first; samples as drawn); an empty line gives one empty
     output, so n-best output keeps a row for it. Parsers print the repaired tree over the line's
     words."""
-    if loaded.meta.data_kind == "parse":
+    if data_kind(loaded.meta.data_kind).trees:
         root = loaded.meta.parse_root or "S"
 
         def text(number: int, ids: list[int]) -> str:
@@ -177,7 +179,7 @@ def translate_lines(
     loaded: Loaded,
     lines: list[str],
     options: DecodeConfig,
-    greedy: bool = False,
+    *,
     trees: Path | None = None,
     max_src_len: int | None = None,
     on_batch: Callable[[int, int], None] | None = None,
@@ -186,32 +188,32 @@ def translate_lines(
     shortlist: Shortlist | None = None,
     scores: bool = True,
 ) -> tuple[list[list[Output]], Encoded]:
-    """Encode, decode and render `lines`: per line its n-best outputs (or its samples with
-    `options.sample`); also what was encoded. `loaded`: one model or an ensemble's members.
-    prefixes: per line, target text each output starts with (search continues after it).
+    """Encode, decode and render `lines`: per line its n-best outputs (or its samples when
+    `options.search` is "sample"); also what was encoded. `loaded`: one model or an ensemble's
+    members. prefixes: per line, target text each output starts with (search continues after it).
     first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
     shortlist: score only the target tokens it lists for each batch's sources.
     scores=False: the outputs' scores are not read (they may be NaN: see Engine.decode)."""
     reader, engine = decoding_engine(loaded, shortlist)
     encoded = encode_lines(reader, lines, trees, max_src_len)
     forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
-    results = engine.decode(
+    request = Request(
         encoded.sources,
         options,
-        greedy=greedy,
-        on_batch=on_batch,
-        annotations=encoded.annotations,
         prefixes=forced,
         numbers=range(first, first + len(lines)),
+        annotations=encoded.annotations,
+        on_batch=on_batch,
         scores=scores,
     )
-    return render(reader, lines, results), encoded
+    return render(reader, lines, engine.decode(request)), encoded
 
 
 def score_lines(
     loaded: Loaded,
     sources: list[str],
     targets: list[str],
+    *,
     trees: Path | None = None,
     max_src_len: int | None = None,
     max_tokens: int = 4096,
@@ -233,12 +235,14 @@ def score_lines(
                 raise ValueError(
                     f"source line {number} is empty; this model reads its words with tags or trees"
                 )
-    target_ids = encode_targets(reader.tgt_vocab, targets)
-    return engine.score(
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, not {max_tokens}")
+    request = Request(
         encoded.sources,
-        target_ids,
-        max_tokens=max_tokens,
-        per_token=per_token,
+        reader.config.decode.model_copy(update={"max_tokens": max_tokens}),
         annotations=encoded.annotations,
         on_batch=on_batch,
+        targets=encode_targets(reader.tgt_vocab, targets),
+        per_token=per_token,
     )
+    return engine.score(request)

@@ -115,6 +115,12 @@ def sample(
     if n > 1:
         memory = memory.select(torch.tensor(of, device=src.device))
     flat = left_to_right(
-        model, memory, [limits[i] for i in of], choose, begun.min_len, [forced[i] for i in of], src.device
+        model,
+        memory,
+        [limits[i] for i in of],
+        choose,
+        min_len=begun.min_len,
+        prefixes=[forced[i] for i in of],
+        device=src.device,
     )
     return [flat[i * n : (i + 1) * n] for i in range(batch)]

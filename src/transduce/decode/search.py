@@ -109,6 +109,7 @@ def _step_log_probs(
     tokens: Tensor,
     memory: Any,
     cache: Any,
+    *,
     step: int,
     min_len: int,
     forced: Tensor | None = None,
@@ -135,6 +136,7 @@ def left_to_right(
     memory: Any,
     limits: list[int],
     choose: Choose,
+    *,
     min_len: int = 0,
     prefixes: list[list[int]] | None = None,
     device: torch.device | None = None,
@@ -163,7 +165,7 @@ def left_to_right(
     every = read_every or read_back_every(tokens.device)
     for step in range(longest):
         forced = _forced(prefixes, active, step, tokens.device) if step < longest_prefix else None
-        logp = _step_log_probs(model, tokens, memory, cache, step, min_len, forced)
+        logp = _step_log_probs(model, tokens, memory, cache, step=step, min_len=min_len, forced=forced)
         if step == 0:
             _check_prefix_vocab(prefixes, logp.shape[-1])
         next_tokens = choose(logp, active)
@@ -242,5 +244,11 @@ def greedy(model: Seq2Seq, src: Tensor, **options: Unpack[SearchOptions]) -> lis
     """Most probable next token at every step, for a batch of sources (batch, m)."""
     begun = start(model, src, options)
     return left_to_right(
-        model, begun.memory, begun.limits, _most_probable, begun.min_len, begun.prefixes, src.device
+        model,
+        begun.memory,
+        begun.limits,
+        _most_probable,
+        min_len=begun.min_len,
+        prefixes=begun.prefixes,
+        device=src.device,
     )

@@ -26,7 +26,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from ..data.vocab import EOS, PAD
+from ..data.vocab import BOS, EOS, PAD, UNK, Vocab
 from ..fileio import atomic_file, write_safetensors
 
 FORMAT = "transduce-shortlist/1"
@@ -108,6 +108,24 @@ class Shortlist:
                 f"{self.tgt_vocab_size} (target) entries; the model has {src_vocab_size} and "
                 f"{tgt_vocab_size}: build it from the model's own training data"
             )
+
+    def vmap(self, src_vocab: Vocab, tgt_vocab: Vocab) -> list[str]:
+        """The shortlist as CTranslate2's vocabulary map for a model of these vocabularies (checked
+        first): `source token<TAB>target tokens` per listed source token, and the always-scored
+        tokens under the empty key (CTranslate2 adds its own UNK, BOS and EOS; our special tokens
+        are left out)."""
+        self.check_model(len(src_vocab), len(tgt_vocab), "--shortlist")
+        specials = {PAD, UNK, BOS, EOS}
+
+        def pieces(ids: list[int]) -> str:
+            return " ".join(tgt_vocab.token(i) for i in ids if i >= 0 and i not in specials)
+
+        lines = [f"\t{pieces(self.frequent.tolist())}"]
+        for source, row in enumerate(self.per_token.tolist()):
+            listed = pieces(row)
+            if source not in specials and listed:
+                lines.append(f"{src_vocab.token(source)}\t{listed}")
+        return lines
 
 
 def build_shortlist(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ from torch import Tensor
 
 from ..choices import CT2_QUANTIZATIONS
 from ..data.vocab import BOS, EOS, PAD, UNK, MarianVocab, SentencePieceVocab, SymbolVocab, Vocab
-from ..decode.shortlist import Shortlist
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
 from ..model.kinds import assembly_for
@@ -41,23 +41,6 @@ SINUSOID_ROWS = 1024  # positions a sinusoidal model's exported table covers, at
 
 class ExportError(ValueError):
     """A checkpoint CTranslate2 cannot represent, or a missing package; says why."""
-
-
-def vmap_lines(shortlist: Shortlist, src_vocab: Vocab, tgt_vocab: Vocab) -> list[str]:
-    """A shortlist as CTranslate2's vocabulary map: `source token<TAB>target tokens` per listed
-    source token, and the always-scored tokens under the empty key (CTranslate2 adds its own
-    UNK, BOS and EOS; our special tokens are left out)."""
-    specials = {PAD, UNK, BOS, EOS}
-
-    def pieces(ids: list[int]) -> str:
-        return " ".join(tgt_vocab.token(i) for i in ids if i >= 0 and i not in specials)
-
-    lines = [f"\t{pieces(shortlist.frequent.tolist())}"]
-    for source, row in enumerate(shortlist.per_token.tolist()):
-        listed = pieces(row)
-        if source not in specials and listed:
-            lines.append(f"{src_vocab.token(source)}\t{listed}")
-    return lines
 
 
 def unsupported(loaded: LoadedModel) -> list[str]:
@@ -213,23 +196,21 @@ def export_ctranslate2(
     out: Path,
     quantization: str = "float32",
     force: bool = False,
-    shortlist: Shortlist | None = None,
+    vmap: Callable[[Vocab, Vocab], list[str]] | None = None,
 ) -> None:
     """Write a CTranslate2 model directory (needs the `ctranslate2` package); `out` is replaced
-    only if `export` wrote it (or `force`). A `shortlist` goes with it as its vocabulary map
-    (vmap.txt, used by `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
+    only if `export` wrote it (or `force`). `vmap` gives the lines of a vocabulary map for the
+    model's vocabularies (a shortlist's `Shortlist.vmap`), which go with it as vmap.txt (used by
+    `translate_batch(use_vmap=True)`). Sources are given to CTranslate2 as
     our tokens followed by EOS (`</s>`), as `transduce translate` encodes them; the directory
     holds the tokenizers for that (`write_tokenizers`)."""
     check_quantization(quantization)
     check_output_dir(Path(out), "export", [Path(checkpoint)], force)
     loaded = load_model(Path(checkpoint))
     check_exportable(loaded)
-    vmap = None
-    if shortlist is not None:
-        shortlist.check_model(len(loaded.src_vocab), len(loaded.tgt_vocab), "--shortlist")
-        vmap = vmap_lines(shortlist, loaded.src_vocab, loaded.tgt_vocab)
+    lines = vmap(loaded.src_vocab, loaded.tgt_vocab) if vmap is not None else None
     with atomic_directory(Path(out), "export", [Path(checkpoint)], force) as staging:
-        write_export(loaded, staging, quantization, vmap)
+        write_export(loaded, staging, quantization, lines)
 
 
 def check_quantization(quantization: str) -> None:

@@ -57,6 +57,7 @@ def scaled_dot_product(
     k: Tensor,
     v: Tensor,
     mask: Tensor | None = None,
+    *,
     score_mask: Tensor | None = None,
     dropout: float = 0.0,
     need_weights: bool = False,
@@ -223,7 +224,9 @@ class MultiHeadAttention(nn.Module):
         ungroup = None
         if memory is not None and q.shape[0] != k.shape[0]:
             q, ungroup = group_queries(q, k.shape[0], mask, score_mask)
-        out, weights = scaled_dot_product(q, k, v, mask, score_mask, p, need_weights)
+        out, weights = scaled_dot_product(
+            q, k, v, mask, score_mask=score_mask, dropout=p, need_weights=need_weights
+        )
         if ungroup is not None:
             out, weights = ungroup(out), ungroup(weights) if weights is not None else None
         if self.recorder is not None and weights is not None:

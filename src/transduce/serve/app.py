@@ -24,8 +24,8 @@ def create_app(
     api_key: str | None = None,
     shortlist: Shortlist | None = None,
 ) -> FastAPI:
-    """The ASGI application serving one loaded model (on its engine: an EngineModel's, or ours),
-    or the ensemble of several (`shortlist`: decode every batch with it)."""
+    """The ASGI application serving one loaded model (on the engine it was opened for), or the
+    ensemble of several (`shortlist`: decode every batch with it)."""
     limits = limits or Limits()
     if api_key == "":
         raise ValueError("the API key is empty; give a non-empty key, or none to serve without one")

@@ -21,7 +21,6 @@ class Work:
     annotations: list[SourceAnnotation] | None
     options: DecodeConfig
     prefixes: list[list[int]] | None = None  # per segment, target ids its outputs start with
-    greedy: bool = False  # greedy search instead of beam search
 
 
 @dataclass(eq=False)
@@ -37,7 +36,7 @@ class Job(Work):
     busy: bool = field(init=False, default=False)  # a call of it is in progress
 
     def __post_init__(self) -> None:
-        self.key = self.options.model_dump_json() + ("greedy" if self.greedy else "")
+        self.key = self.options.model_dump_json()
         self.pending = deque(i for i, s in enumerate(self.sources) if s)
         self.results = [[] for _ in self.sources]
         self.unfinished = len(self.pending)

@@ -70,7 +70,7 @@ def segment_work(source: list[int], beam: int) -> int:
 
 def breadth(options: DecodeConfig) -> int:
     """Hypotheses decoded side by side per segment: the beam, or the samples when sampling."""
-    return options.num_samples if options.sample else options.beam
+    return {"sample": options.num_samples, "greedy": 1, "beam": options.beam}[options.search]
 
 
 class OverBudget(Exception):

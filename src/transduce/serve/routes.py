@@ -12,11 +12,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from ..decode.engine import Engine, EngineModel
+from ..decode.engine import Engine
+from ..decode.engines import engine_kind
 from ..decode.options import OptionsError, decode_options
 from ..decode.pipeline import encode_lines, encode_prefixes, render
 from ..decode.search import Hypothesis
-from ..decode.translate import checked_prefixes
+from ..decode.torch_engine import checked_prefixes
 from ..store.load import LoadedModel
 from .auth import require_key
 from .jobs import Work
@@ -26,6 +27,7 @@ from .scheduler import Batcher, DecodeFailed, Overloaded, Unfinished, wait_for
 from .schema import (
     DECODING,
     SEARCH,
+    SEARCH_FLAGS,
     Attention,
     AttentionRequest,
     AttentionResponse,
@@ -99,9 +101,9 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
     loaded = served.loaded
     _check_size(served.limits, body.segments)
     with _unprocessable():
-        given = body.given(DECODING)
+        given = body.given((*DECODING, *SEARCH_FLAGS))
         options = decode_options(loaded.config.decode, **given)
-        served.engine.check(options, body.greedy, prefixed=body.prefixes is not None)
+        served.engine.check(options, prefixed=body.prefixes is not None)
         if options.sample and "seed" in given and not served.engine.seeds_each_input:
             raise OptionsError([("seed", _seeds_refused(served.engine))])
         encoded = encode_lines(loaded, body.segments)
@@ -109,9 +111,9 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
         if body.prefixes is not None:
             prefixes = encode_prefixes(loaded, body.prefixes, len(body.segments))
             prefixes = checked_prefixes(encoded.sources, prefixes, options)
-    work = Work(encoded.sources, encoded.annotations, options, prefixes, body.greedy)
+    work = Work(encoded.sources, encoded.annotations, options, prefixes)
     results = await _decode(served, request, work)
-    several = options.num_samples > 1 if options.sample else options.nbest > 1 and not body.greedy
+    several = options.num_samples > 1 if options.sample else options.nbest > 1
     out: list[Translation | list[Translation]] = []
     for found in render(loaded, body.segments, results):
         rows = [Translation(text=o.text, score=o.score) for o in found]
@@ -131,15 +133,18 @@ async def attention(
 
     loaded, texts = served.loaded, body.texts()
     _check_size(served.limits, texts)
-    if isinstance(loaded, EngineModel):
+    if not engine_kind(served.engine.name).attention:
         raise HTTPException(
             422,
             f"/attention needs the torch engine (`serve --engine torch`); this server decodes with "
-            f"{loaded.engine.name}, which gives no attention weights",
+            f"{served.engine.name}, which gives no attention weights",
         )
     with _unprocessable():
         check_plottable(loaded.model)
-        options = decode_options(loaded.config.decode, **body.given(SEARCH), nbest=1, sample=False)
+        base = loaded.config.decode
+        if base.sample:  # /attention shows a search's translation: beam search where sampling is the default
+            base = base.model_copy(update={"search": "beam"})
+        options = decode_options(base, **body.given(SEARCH), nbest=1)
         encoded = encode_lines(loaded, texts)
     work = Work(encoded.sources, encoded.annotations, options)
     results = await _decode(served, request, work)

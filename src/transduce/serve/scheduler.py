@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ..decode.engine import Engine
+from ..decode.engine import Engine, Request
 from ..decode.search import Hypothesis
 from .jobs import Job, Work
 from .limits import Limits
@@ -77,7 +77,7 @@ class Batcher:
         """Queue a request; its future gets the hypotheses per segment. Overloaded if the queue
         would hold more than `max_queued_tokens`."""
         future = asyncio.get_running_loop().create_future()
-        job = Job(work.sources, work.annotations, work.options, work.prefixes, work.greedy, future=future)
+        job = Job(work.sources, work.annotations, work.options, work.prefixes, future=future)
         if not job.pending:
             job.future.set_result(job.results)
             return job
@@ -213,16 +213,11 @@ class Batcher:
         # checkpoint's decode.max_tokens must not split it again.
         options = first.options.model_copy(update={"max_tokens": self.limits.max_batch_tokens})
 
+        request = Request(sources, options, prefixes=prefixes, numbers=numbers, annotations=annotations)
+
         def call() -> list[list[Hypothesis]]:
             with self.turns.turn():
-                return self.engine.decode(
-                    sources,
-                    options,
-                    greedy=first.greedy,
-                    annotations=annotations,
-                    prefixes=prefixes,
-                    numbers=numbers,
-                )
+                return self.engine.decode(request)
 
         try:
             results = await self.threads.call(call)

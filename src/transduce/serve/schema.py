@@ -32,6 +32,7 @@ NOT_IN_API: dict[str, str] = {
 RENAMED: dict[str, str] = {"prefix": "prefixes"}
 
 SEARCH = ("beam", "alpha", "max_len_a", "max_len_b", "min_len")  # what /attention decodes with
+SEARCH_FLAGS = ("greedy", "sample")  # `search` as the command line's flags spell it, true or false
 DECODING = tuple(name for name in DecodeConfig.model_fields if name not in NOT_IN_API)
 
 
@@ -77,7 +78,8 @@ class _TranslateBody(_Body):
         description="per segment, target text every output of it starts with (search continues "
         'after it; "" forces nothing); as many as segments',
     )
-    greedy: bool = Field(False, description="greedy search instead of beam search")
+    greedy: bool | None = Field(None, description='greedy search instead of beam search (search: "greedy")')
+    sample: bool | None = Field(None, description='draw outputs at random (search: "sample")')
 
     @model_validator(mode="after")
     def _a_prefix_per_segment(self) -> _TranslateBody:

@@ -77,6 +77,7 @@ def save_checkpoint(
     config: Config,
     meta: CheckpointMeta,
     vocab_files: list[Path],
+    *,
     trainer: dict[str, Any] | None = None,
     trainer_tensors: dict[str, Tensor] | None = None,
     command: str = "train",

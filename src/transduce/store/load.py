@@ -30,6 +30,12 @@ from .meta import CheckpointMeta
 
 @dataclass
 class LoadedModel:
+    """A checkpoint's model, config, vocabularies and metadata, and the engine that decodes it:
+    set when it is opened for decoding (decode/engines.py: `open_model`, by the engine's name);
+    None for a model loaded for its weights (`load_model`), which decodes with the torch engine.
+    An engine other than ours holds its own copy of the weights: `model` is then built on the
+    meta device (shapes only: it says what kind of model this is, and cannot compute)."""
+
     model: nn.Module
     config: Config
     src_vocab: Vocab
@@ -37,6 +43,7 @@ class LoadedModel:
     path: Path
     meta: CheckpointMeta
     factor_vocabs: list[Vocab]
+    engine: object | None = None  # a decode.engine.Engine (typed there: the store sits below decode)
 
 
 class Best(BaseModel):
@@ -109,7 +116,9 @@ def load_model(path: Path, device: torch.device | None = None) -> LoadedModel:
     model = _build(ck.config, ck.meta)
     load_weights(model, ck.weights)
     model.to(device or torch.device("cpu")).eval()
-    return LoadedModel(model, ck.config, src_vocab, tgt_vocab, ck_path, ck.meta, factor_vocabs)
+    return LoadedModel(
+        model, ck.config, src_vocab, tgt_vocab, path=ck_path, meta=ck.meta, factor_vocabs=factor_vocabs
+    )
 
 
 def reader_from(folder: Path, meta: CheckpointMeta) -> LoadedModel:
@@ -125,7 +134,9 @@ def reader_from(folder: Path, meta: CheckpointMeta) -> LoadedModel:
     src_vocab, tgt_vocab, factor_vocabs = _vocabularies(folder, meta)
     with torch.device("meta"):
         model = _build(config, meta).eval()
-    return LoadedModel(model, config, src_vocab, tgt_vocab, folder, meta, factor_vocabs)
+    return LoadedModel(
+        model, config, src_vocab, tgt_vocab, path=folder, meta=meta, factor_vocabs=factor_vocabs
+    )
 
 
 def load_reader(path: Path) -> LoadedModel:

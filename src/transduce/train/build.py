@@ -18,6 +18,7 @@ from torch import nn
 from ..config import Config, ConfigError, ModelConfig, check_positions
 from ..data.batching import BatchSampler, round_up
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
+from ..data.kinds import data_kind
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
@@ -184,7 +185,7 @@ def _check_kind(data: Dataset, model: ModelConfig) -> None:
     if not assembly.classifier:
         return
     meta = data.meta
-    if meta.data_kind != "labels":
+    if not data_kind(meta.data_kind).labels:
         raise ConfigError(
             f"{kind} is a classifier: it needs labelled data (data.task=majority or updown), not "
             f"the {meta.data_kind} data in {data.dir}"

@@ -92,13 +92,13 @@ class StepCounters:
         loss_sum, nll_sum, step_tokens, norm = values[5:]
         per_token = max(step_tokens, 1.0)
         return Tally(
-            step,
-            skipped,
-            bad_in_row,
-            tokens,
-            outcome,
-            loss_sum / per_token,
-            nll_sum / per_token,
-            int(step_tokens),
-            norm,
+            step=step,
+            skipped=skipped,
+            bad_in_row=bad_in_row,
+            tokens=tokens,
+            outcome=outcome,
+            loss=loss_sum / per_token,
+            nll=nll_sum / per_token,
+            step_tokens=int(step_tokens),
+            grad_norm=norm,
         )

@@ -310,7 +310,13 @@ class RunDirectory:
         weights = state_tensors(self.model)
         with _writing(path):
             save_checkpoint(
-                path, weights, self.config, meta, vocab_files(self.data.dir), trainer, {**opt_tensors, **rng}
+                path,
+                weights,
+                self.config,
+                meta,
+                vocab_files(self.data.dir),
+                trainer=trainer,
+                trainer_tensors={**opt_tensors, **rng},
             )
         self._prune(state)
         return path

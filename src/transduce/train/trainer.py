@@ -216,7 +216,7 @@ class Trainer:
 
     def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
         """Greedy outputs and references for the first `limit` examples of a split."""
-        return greedy_outputs(self.model, split, self.decode_options, self.device, limit)
+        return greedy_outputs(self.model, split, self.decode_options, limit)
 
     def samples(self, count: int) -> list[tuple[str, str, str]]:
         """The first `count` dev examples as (source, reference, greedy output) text."""

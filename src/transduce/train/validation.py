@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ..config import DecodeConfig
 from ..data.batching import make_batches
 from ..data.dataset import Dataset, Split
-from ..decode.translate import decode_all
+from ..decode.torch_engine import decode_all
 from ..metrics import Accuracy, accuracy, corpus_scores
 from ..parsing import gold_tree, score_outputs
 from .loss import label_smoothed_loss
@@ -79,14 +79,16 @@ def dev_loss(
 
 
 def greedy_outputs(
-    model: nn.Module, split: Split, options: DecodeConfig, device: torch.device, limit: int | None = None
+    model: nn.Module, split: Split, options: DecodeConfig, limit: int | None = None
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Greedy outputs and references for the first `limit` examples of a split."""
+    """Greedy outputs (on the model's device) and references for the first `limit` examples of a
+    split."""
     n = len(split) if limit is None else min(limit, len(split))
     sources = [split.pair(i)[0].tolist() for i in range(n)]
     refs = [split.pair(i)[1].tolist() for i in range(n)]
     annotations = [split.annotation(i) for i in range(n)] if split.annotated else None
-    hyps = decode_all(model, sources, options, use_greedy=True, device=device, annotations=annotations)
+    greedy = options.model_copy(update={"search": "greedy"})
+    hyps = decode_all(model, sources, greedy, annotations=annotations)
     return [h[0].tokens if h else [] for h in hyps], refs
 
 

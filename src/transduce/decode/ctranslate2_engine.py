@@ -53,32 +53,38 @@ How our settings map onto `translate_batch`, and where they cannot be the same:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..choices import QUANTIZE
 from ..config import DecodeConfig
 from ..data.batching import make_batches
-from ..data.source import SourceAnnotation
 from ..data.vocab import EOS, PAD
-from ..decode.engine import EngineModel, Progress
-from ..decode.options import OptionsError, check_for_model
-from ..decode.scoring import Score, check_target
-from ..decode.search import Hypothesis, length_penalty, max_output_length
-from ..decode.shortlist import Shortlist
-from ..decode.translate import checked_prefixes
 from ..fileio import OutputError, WriteError, atomic_directory
+from ..interop.ctranslate2 import (
+    EXPORT_INFO,
+    ExportError,
+    check_quantization,
+    unsupported,
+    write_export,
+)
 from ..store.checkpoint import CheckpointError, file_sha256, vocab_digest
 from ..store.load import LoadedModel, load_model, load_reader, reader_from
 from ..store.meta import CheckpointMeta
-from .ctranslate2 import EXPORT_INFO, ExportError, check_quantization, unsupported, vmap_lines, write_export
+from .engine import Request
+from .options import OptionsError, check_for_model
+from .scoring import Score, check_target
+from .search import Hypothesis, length_penalty, max_output_length
+from .shortlist import Shortlist
+from .torch_engine import checked_prefixes
 
 CACHE_PREFIX = "ctranslate2"
 PREFIX_WITH_SHORTLIST = (
@@ -98,7 +104,7 @@ def open_ctranslate2(
     threads: int | None = None,
     device: str = "auto",
     shortlist: Shortlist | None = None,
-) -> EngineModel:
+) -> LoadedModel:
     """A checkpoint (or run directory) exported into its cache, or an export directory, opened
     for decoding with CTranslate2 on `device` (`auto`: CUDA when CTranslate2 sees a device),
     `threads` CPU threads (default: CTranslate2's choice), int8 weights with `quantize="int8"`.
@@ -122,16 +128,7 @@ def open_ctranslate2(
         shortlist.check_model(len(reader.src_vocab), len(reader.tgt_vocab), "--shortlist")
     settings = _settings(device, quantize, threads)
     translator = Translator(folder, settings, reader, shortlist)
-    return EngineModel(
-        reader.model,
-        reader.config,
-        reader.src_vocab,
-        reader.tgt_vocab,
-        reader.path,
-        reader.meta,
-        reader.factor_vocabs,
-        engine=CTranslate2Engine(translator, reader),
-    )
+    return dataclasses.replace(reader, engine=CTranslate2Engine(translator, reader))
 
 
 def _reader(path: Path) -> LoadedModel:
@@ -247,7 +244,7 @@ class Translator:
         self.folder, self.settings, self.shortlist = folder, settings, shortlist
         self.vmap = None
         if shortlist is not None:
-            lines = vmap_lines(shortlist, reader.src_vocab, reader.tgt_vocab)
+            lines = shortlist.vmap(reader.src_vocab, reader.tgt_vocab)
             self.vmap = "".join(f"{line}\n" for line in lines).encode("utf-8")
         self.seed: int | None = None  # the seed the translator was started with, if any
         self.translator = self._start()
@@ -304,8 +301,8 @@ class CTranslate2Engine:
     reader: LoadedModel
     use_vmap: bool = False
     hooks: list[Callable[[], None]] = field(default_factory=list)
-    name = "ctranslate2"
-    seeds_each_input = False
+    name: ClassVar[str] = "ctranslate2"
+    seeds_each_input: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         src, tgt = self.reader.src_vocab, self.reader.tgt_vocab
@@ -315,14 +312,14 @@ class CTranslate2Engine:
         self.ct2_id = [i - (i > PAD) for i in range(len(tgt))]  # the export leaves PAD out
         self.end = self.tgt_names[EOS]
 
-    def check(self, options: DecodeConfig, greedy: bool = False, prefixed: bool = False) -> None:
+    def check(self, options: DecodeConfig, prefixed: bool = False) -> None:
         if options.static_cache:
             raise OptionsError(
                 [("static_cache", "{static_cache} is the torch engine's; CTranslate2 keeps its own caches")]
             )
         if prefixed and self.use_vmap:
             raise OptionsError([(None, PREFIX_WITH_SHORTLIST)])
-        check_for_model(self.reader.model, options, greedy, prefixed)
+        check_for_model(self.reader.model, options, prefixed)
 
     def shortlisted(self, shortlist: Shortlist | None) -> CTranslate2Engine:
         """The same translator with or without its vocabulary map; another shortlist is loaded
@@ -339,25 +336,15 @@ class CTranslate2Engine:
         self.hooks.append(hook)
         return lambda: self.hooks.remove(hook)
 
-    def decode(
-        self,
-        sources: list[list[int]],
-        options: DecodeConfig,
-        *,
-        greedy: bool = False,
-        prefixes: Sequence[Sequence[int]] | None = None,
-        numbers: Sequence[int] | None = None,
-        annotations: list[SourceAnnotation] | None = None,
-        on_batch: Progress | None = None,
-        scores: bool = True,
-    ) -> list[list[Hypothesis]]:
-        self.check(options, greedy, prefixed=prefixes is not None)
-        if annotations is not None:
+    def decode(self, request: Request) -> list[list[Hypothesis]]:
+        sources, options, on_batch = request.sources, request.options, request.on_batch
+        self.check(options, prefixed=request.prefixes is not None)
+        if request.annotations is not None:
             raise ValueError("the ctranslate2 engine reads token sequences, not tags or trees")
-        numbers = list(range(len(sources))) if numbers is None else list(numbers)
-        if len(numbers) != len(sources):
-            raise ValueError(f"{len(numbers)} source numbers for {len(sources)} sources")
-        forced = checked_prefixes(sources, prefixes, options) if prefixes is not None else None
+        numbers = request.source_numbers()
+        forced = (
+            checked_prefixes(sources, request.prefixes, options) if request.prefixes is not None else None
+        )
         if (
             options.sample
             and options.seed is not None
@@ -373,9 +360,14 @@ class CTranslate2Engine:
             idx = [todo[g] for g in group]
             prefixed = [forced[i] if forced else [] for i in idx]
             # beam search ranks a prefixed output by its score against the one ending at its prefix
-            batch = Batch([sources[i] for i in idx], prefixed, options, scores=scores or forced is not None)
-            for i, found in zip(idx, self._search(batch, greedy), strict=True):
-                results[i] = [self._hypothesis(f, options, greedy) for f in found]
+            batch = Batch(
+                [list(sources[i]) for i in idx],
+                prefixed,
+                options,
+                scores=request.scores or forced is not None,
+            )
+            for i, found in zip(idx, self._search(batch), strict=True):
+                results[i] = [self._hypothesis(f, options) for f in found]
             if on_batch is not None:
                 drawn = [h for i in idx for h in (results[i] if options.sample else results[i][:1])]
                 on_batch(len(idx), sum(len(h.tokens) for h in drawn))
@@ -383,22 +375,22 @@ class CTranslate2Engine:
                 hook()
         return results
 
-    def _hypothesis(self, found: Found, options: DecodeConfig, greedy: bool) -> Hypothesis:
+    def _hypothesis(self, found: Found, options: DecodeConfig) -> Hypothesis:
         """Ours: log P / ((5 + |Y|) / 6)^alpha for beam search, log P for greedy search and samples."""
-        if options.sample or greedy:
+        if options.search != "beam":
             return Hypothesis(found.tokens, found.log_prob, found.log_prob)
         return Hypothesis(found.tokens, found.score(options.alpha), found.log_prob)
 
-    def _search(self, batch: Batch, greedy: bool) -> list[list[Found]]:
+    def _search(self, batch: Batch) -> list[list[Found]]:
         """One batch's outputs, each searched under its sentence's own length limit."""
-        if not (greedy or batch.options.sample):
+        if batch.options.search == "beam":
             found, rows = self._under_longest_limit(batch)
-            return self._under_own_limits(batch, greedy, rows, found)
-        found = self._translate(batch, greedy, max(batch.limits))
+            return self._under_own_limits(batch, rows, found)
+        found = self._translate(batch, max(batch.limits))
         over = [j for j, outputs in enumerate(found) if any(f.steps > batch.limits[j] for f in outputs)]
         if batch.options.sample or not self.use_vmap:  # a greedy output's first tokens are its own limit's
             return self._cut(batch, over, found)
-        return self._under_own_limits(batch, greedy, over, found)
+        return self._under_own_limits(batch, over, found)
 
     def _under_longest_limit(self, batch: Batch) -> tuple[list[list[Found]], list[int]]:
         """Beam search with a length penalty of the sources without a forced prefix in one call,
@@ -413,27 +405,25 @@ class CTranslate2Engine:
         if options.alpha == 0 or not free:  # alpha 0: CTranslate2 stops at its n best, not at `beam`
             return found, rows
         limit = max(batch.limits[j] for j in free)
-        searched = self._translate(batch.part(free), False, limit, options.beam)
+        searched = self._translate(batch.part(free), limit, options.beam)
         for j, outputs in zip(free, searched, strict=True):
             if all(f.ended and f.steps < batch.limits[j] for f in outputs) or batch.limits[j] == limit:
                 found[j] = outputs[: options.nbest]  # in CTranslate2's order, as a call for n gives
         return found, [j for j in rows if not found[j]]
 
     def _under_own_limits(
-        self, batch: Batch, greedy: bool, rows: Sequence[int], found: list[list[Found]]
+        self, batch: Batch, rows: Sequence[int], found: list[list[Found]]
     ) -> list[list[Found]]:
         """`found` with the outputs of `rows` searched again, one call per distinct limit, and
         sources with and without a forced prefix apart (CTranslate2's beam search ends no output
         at the first step after the batch's prefixes, that of sources without one included)."""
         for key in sorted({(batch.limits[j], bool(batch.prefixes[j])) for j in rows}):
             same = [j for j in rows if (batch.limits[j], bool(batch.prefixes[j])) == key]
-            for j, outputs in zip(same, self._translate(batch.part(same), greedy, key[0]), strict=True):
+            for j, outputs in zip(same, self._translate(batch.part(same), key[0]), strict=True):
                 found[j] = outputs
         return found
 
-    def _translate(
-        self, batch: Batch, greedy: bool, limit: int, hypotheses: int | None = None
-    ) -> list[list[Found]]:
+    def _translate(self, batch: Batch, limit: int, hypotheses: int | None = None) -> list[list[Found]]:
         """translate_batch on the batch with one length limit; per source its outputs (the n best,
         or `hypotheses` of a beam search), or samples."""
         options = batch.options
@@ -453,9 +443,9 @@ class CTranslate2Engine:
             return_scores=batch.scores,
             return_end_token=True,
             use_vmap=self.use_vmap,
-            **_search_settings(options, greedy, hypotheses),
+            **_search_settings(options, hypotheses),
         )
-        penalty = options.alpha if not (options.sample or greedy) else 0.0
+        penalty = options.alpha if options.search == "beam" else 0.0
         before = self._prefix_log_probs(batch)
         found: list[list[Found]] = [[] for _ in batch.sources]
         for j, result in zip(rows, results[: len(rows)], strict=True):
@@ -465,7 +455,7 @@ class CTranslate2Engine:
                 tokens = [self.tgt_ids[p] for p in (pieces[:-1] if ended else pieces)]
                 steps = len(tokens) + ended
                 found[j].append(Found(tokens, ended, score * steps**penalty + before[j]))
-        if not (options.sample or greedy) and any(batch.prefixes):
+        if options.search == "beam" and any(batch.prefixes):
             for j, end in enumerate(self._prefix_ends(batch, limit)):
                 if end is not None:
                     ranked = sorted([*found[j], end], key=lambda f: -f.score(options.alpha))
@@ -542,21 +532,16 @@ class CTranslate2Engine:
         )
         return [list(r.log_probs) for r in results]
 
-    def score(
-        self,
-        sources: list[list[int]],
-        targets: list[list[int]],
-        *,
-        max_tokens: int = 4096,
-        per_token: bool = False,
-        annotations: list[SourceAnnotation] | None = None,
-        on_batch: Progress | None = None,
-    ) -> list[Score]:
+    def score(self, request: Request) -> list[Score]:
+        sources, targets, max_tokens = request.sources, request.targets, request.options.max_tokens
+        per_token, on_batch = request.per_token, request.on_batch
+        if targets is None:
+            raise ValueError("a scoring request needs targets")
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources for {len(targets)} targets")
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, not {max_tokens}")
-        if annotations is not None:
+        if request.annotations is not None:
             raise ValueError("the ctranslate2 engine reads token sequences, not tags or trees")
         targets = [check_target(t, f"pair {n}") for n, t in enumerate(targets, 1)]
         top = max((max(t) for t in targets if t), default=-1)
@@ -567,7 +552,7 @@ class CTranslate2Engine:
         lengths = np.asarray([len(s) + len(t) + 2 for s, t in zip(sources, targets, strict=True)])
         results: list[Score] = [Score(0.0, 0.0)] * len(sources)
         for group in make_batches(lengths, max_tokens, seed=None, drop_long=False)[0]:
-            scored = self._score_rows([sources[i] for i in group], [targets[i] for i in group])
+            scored = self._score_rows([list(sources[i]) for i in group], [targets[i] for i in group])
             for i, log_probs in zip(group, scored, strict=True):
                 total, gold = float(sum(log_probs)), [*targets[i], EOS]
                 listed = ([float(x) for x in log_probs], gold) if per_token else (None, None)
@@ -607,7 +592,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
 
 
-def _search_settings(options: DecodeConfig, greedy: bool, hypotheses: int | None = None) -> dict[str, Any]:
+def _search_settings(options: DecodeConfig, hypotheses: int | None = None) -> dict[str, Any]:
     """translate_batch's search settings: sampling, greedy search (beam 1) or beam search; the
     length penalty only for beam search (scores are then log P / |Y|^alpha)."""
     if options.sample:
@@ -618,7 +603,7 @@ def _search_settings(options: DecodeConfig, greedy: bool, hypotheses: int | None
             "sampling_topp": options.top_p,
             "sampling_temperature": options.temperature,
         }
-    if greedy:
+    if options.greedy:
         return {"beam_size": 1, "length_penalty": 0.0}
     n = hypotheses or options.nbest
     return {"beam_size": options.beam, "num_hypotheses": n, "length_penalty": options.alpha}
