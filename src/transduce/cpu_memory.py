@@ -4,7 +4,7 @@ Step-by-step decoding allocates and frees the same large buffers (logits, attent
 beam-reordered cache) at every step. glibc hands blocks above its mmap threshold back to the
 kernel when they are freed, and trims the heap's top likewise, so the next step's buffer of the
 same size is fresh memory that page-faults on first touch: 15-20% of beam search's time on
-this machine's VM (bench/RESULTS.md). Raising the thresholds keeps those pages in the process
+this machine's VM (docs/results/decoding.md). Raising the thresholds keeps those pages in the process
 (PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; this
 needs no preloaded library). The cost: the process keeps its peak heap instead of shrinking.
 

@@ -3,7 +3,7 @@
 A plain `linear` hands its weight to the BLAS in the stored row-major layout on every call.
 oneDNN can reorder a weight once into the blocked layout its kernels read; on the
 few-rows-at-a-time multiplies of step-by-step decoding that makes each multiply 1.3-3x faster on
-this CPU (bench/RESULTS.md). The arithmetic is the same float32 sum of products, in another
+this CPU (docs/results/decoding.md). The arithmetic is the same float32 sum of products, in another
 order. The packed copy is for decoding only: no gradients, CPU only, not saved.
 """
 

@@ -18,7 +18,7 @@ encoder-decoder, for the longer of its source and target, and each stack takes t
 positions of that draw, so source position i and target position i keep one encoding, as they
 do at evaluation; `per_stack` lets the encoder and the decoder draw their own (with it, a
 Transformer trained on copy at lengths 1..40 had not learned even those lengths after 1000
-updates: see bench/RESULTS.md); `per_step` draws anew at every recurrent step of each stack of
+updates, measured on the CPU); `per_step` draws anew at every recurrent step of each stack of
 a Universal Transformer, which is what tensor2tensor does (its `step_preprocess` adds the
 position signal inside the step function, and `position_start_index="random"` draws the offset
 there; a stack of distinct layers adds positions once, so there `per_step` is `per_stack`).
