@@ -112,6 +112,57 @@ def test_unknown_or_bad_options_are_clear_errors(checkpoint):
         transduce.fit("small", "runs/never", keep_step=True)
 
 
+WRONG_TYPES = [  # (what is called, the argument at fault as the message names it)
+    ("a string for the lines", lambda m, c: transduce.translate(m, "1 2 3"), "lines: a list of strings"),
+    (
+        "None among the lines",
+        lambda m, c: transduce.translate(m, ["1", None]),
+        r"lines\[1\]: a string, not NoneType",
+    ),
+    (
+        "bytes among the lines",
+        lambda m, c: transduce.hypotheses(m, [b"1 2"]),
+        r"lines\[0\]: a string, not bytes",
+    ),
+    (
+        "an int for the lines",
+        lambda m, c: transduce.translate(m, 5),
+        "lines: a list of strings, one per line, not int",
+    ),
+    (
+        "a string for the prefixes",
+        lambda m, c: transduce.translate(m, ["1"], prefixes="x"),
+        "prefixes: a list",
+    ),
+    ("strings to score", lambda m, c: transduce.score(m, "a b", "c d"), "sources: a list of strings"),
+    (
+        "an int among the targets",
+        lambda m, c: transduce.score(m, ["1"], [1]),
+        r"targets\[0\]: a string, not int",
+    ),
+    (
+        "a path for the model",
+        lambda m, c: transduce.translate(str(c), ["1"]),
+        r"model: a loaded model \(transduce.load\(",
+    ),
+    (
+        "a Path for the model",
+        lambda m, c: transduce.score(c, ["1"], ["1"]),
+        r"model: a loaded model \(transduce.load\(",
+    ),
+    ("no models", lambda m, c: transduce.translate([], ["1"]), "model: a loaded model"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"), [(c, m) for _, c, m in WRONG_TYPES], ids=[n for n, _, _ in WRONG_TYPES]
+)
+def test_a_wrong_type_is_a_type_error_naming_the_argument(checkpoint, call, message):
+    model = transduce.load(checkpoint)
+    with pytest.raises(TypeError, match=message):
+        call(model, checkpoint)
+
+
 def test_import_transduce_loads_no_torch():
     code = "import sys, transduce; print('torch' in sys.modules, sorted(transduce.__all__))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -141,13 +141,15 @@ def hypotheses(
     from .decode.options import decode_options
     from .decode.pipeline import decoding_model, translate_lines
 
-    reader, _ = decoding_model(model)
+    reader, _ = decoding_model(_model(model))
+    lines = _lines(lines, "lines")
+    prefixes = _lines(prefixes, "prefixes") if prefixes is not None else None
     known = [*type(reader.config.decode).model_fields, "sample"]
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {', '.join(known)}")
     settings = decode_options(reader.config.decode, greedy=greedy or None, **options)
-    outputs, _ = translate_lines(model, list(lines), settings, prefixes=prefixes)
+    outputs, _ = translate_lines(model, lines, settings, prefixes=prefixes)
     return outputs
 
 
@@ -158,4 +160,39 @@ def score(
     `.log_prob` (EOS included), `.mean` per token, and with `per_token` each token's `.tokens`."""
     from .decode.pipeline import score_lines
 
-    return score_lines(model, list(sources), list(targets), per_token=per_token)
+    return score_lines(
+        _model(model), _lines(sources, "sources"), _lines(targets, "targets"), per_token=per_token
+    )
+
+
+def _lines(value: object, name: str) -> list[str]:
+    """`value` as a list of lines, or a TypeError naming the argument: a str (or bytes) where a
+    list of them belongs would be read one character per line."""
+    if isinstance(value, str | bytes):
+        raise TypeError(
+            f"{name}: a list of strings, one per line, not a single {type(value).__name__} ([{value!r}])"
+        )
+    try:
+        lines = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{name}: a list of strings, one per line, not {type(value).__name__}") from None
+    wrong = next((i for i, line in enumerate(lines) if not isinstance(line, str)), None)
+    if wrong is not None:
+        raise TypeError(f"{name}[{wrong}]: a string, not {type(lines[wrong]).__name__}")
+    return lines
+
+
+def _model(model: object) -> Loaded:
+    """`model` when it is a loaded model or a list of them (an ensemble); a TypeError otherwise,
+    saying how to load one (a path is the usual mistake)."""
+    from .store.load import LoadedModel
+
+    members = model if isinstance(model, list | tuple) else [model]
+    if not members or not all(isinstance(m, LoadedModel) for m in members):
+        hint = (
+            f"transduce.load({str(model)!r})"
+            if isinstance(model, str) or hasattr(model, "__fspath__")
+            else "transduce.load(path)"
+        )
+        raise TypeError(f"model: a loaded model ({hint}) or a list of them, not {type(model).__name__}")
+    return model  # type: ignore[return-value]
