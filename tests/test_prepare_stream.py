@@ -13,6 +13,7 @@ import random
 import resource
 import subprocess
 import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -352,6 +353,18 @@ def test_prepare_cli_takes_workers_and_a_vocabulary_sample(tmp_path):
     assert one.exit_code == two.exit_code == 0, one.output + two.output
     assert digests(tmp_path / "one") == digests(tmp_path / "two")
     assert json.loads((tmp_path / "one" / "meta.json").read_text())["report"]["train"]["vocab_sample"] == 30
+
+
+def test_prepare_runs_in_a_thread_other_than_the_main_one(tmp_path):
+    """Only the main thread may set signal handlers: elsewhere `prepare` keeps the process's
+    SIGTERM handling (and its worker processes still start) instead of failing."""
+    plain_corpus(tmp_path)
+    args = ["prepare", str(tmp_path), "--vocab-size", "360", "--workers", "2", "-o", str(tmp_path / "d")]
+    results = []
+    thread = threading.Thread(target=lambda: results.append(CliRunner().invoke(app, args)))
+    thread.start()
+    thread.join()
+    assert results[0].exit_code == 0, results[0].output
 
 
 TRICKY = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -18,7 +19,11 @@ def terminated(signum: int, frame: object) -> NoReturn:
 
 @contextlib.contextmanager
 def sigterm_stops() -> Iterator[None]:
-    """SIGTERM handled by `terminated` inside the block, the caller's handling back after it."""
+    """SIGTERM handled by `terminated` inside the block, the caller's handling back after it;
+    in a thread other than the main one (which alone may set handlers), the caller's throughout."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
         yield
