@@ -148,6 +148,13 @@ BAD = [
     ("top-p above 1", ["--sample", "--top-p", "1.5"], "--top-p"),
     ("temperature 0", ["--sample", "--temperature", "0"], "--temperature"),
     ("greedy and sample", ["--sample", "--greedy"], "exclude each other"),
+    (
+        "greedy with a beam",
+        ["--greedy", "--beam", "4"],
+        "--beam applies to beam search, not to greedy search (--greedy)",
+    ),
+    ("greedy with nbest", ["--greedy", "--nbest", "2"], "for several outputs per input use beam search"),
+    ("min-len above the limit", ["--min-len", "60"], "--min-len (60) is above input 1's output length limit"),
     ("nbest above beam", ["--nbest", "5", "--beam", "2"], "must not exceed"),
     ("too few prefixes", ["--prefix", "{one_line}"], "prefix lines"),
     ("prefix too long", ["--prefix", "{long_prefixes}"], "more than the maximum output length"),

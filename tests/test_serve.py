@@ -123,6 +123,21 @@ BAD_BODIES = [
     ("top_k alone", '{"segments": ["1"], "top_k": 3}', "top_k applies only to sampling"),
     ("top_p alone", '{"segments": ["1"], "top_p": 0.5}', "top_p applies only to sampling"),
     ("greedy with sample", '{"segments": ["1"], "greedy": true, "sample": true}', "exclude each other"),
+    (
+        "greedy with beam",
+        '{"segments": ["1"], "greedy": true, "beam": 2}',
+        "beam applies to beam search, not to greedy",
+    ),
+    (
+        "min_len above the limit",
+        '{"segments": ["1"], "min_len": 200}',
+        "min_len (200) is above input 1's output",
+    ),
+    (
+        "search unknown",
+        '{"segments": ["1"], "search": "random"}',
+        "Input should be 'beam', 'greedy' or 'sample'",
+    ),
     ("too few prefixes", '{"segments": ["1", "2"], "prefixes": ["3"]}', "1 prefixes for 2 segments"),
     ("prefix too long", '{"segments": ["1"], "prefixes": ["' + "1 " * 60 + '"]}', "forced prefix has 60"),
 ]

@@ -106,6 +106,18 @@ def _options(loaded: list[LoadedModel], **given: object) -> DecodeConfig:
     return options
 
 
+@contextlib.contextmanager
+def _named_options() -> Iterator[None]:
+    """An OptionsError raised while decoding (one that depends on the inputs, as a --min-len above
+    an input's length limit) as one error line naming the command-line options."""
+    from ..decode.options import OptionsError
+
+    try:
+        yield
+    except OptionsError as exc:
+        fail(exc.describe(lambda field: "--" + field.replace("_", "-")))
+
+
 def _decoding_given(params: dict[str, object]) -> dict[str, object]:
     """The decoding options a command was given (its `DecodeConfig` fields and the --greedy and
     --sample flags), by name; absent ones, and flags left off, are the checkpoint's."""
@@ -253,7 +265,7 @@ class _Translation:
             if len(forced) < len(lines):
                 fail(f"{self.prefix}: {len(self.prefixes)} prefix lines for more input lines")
         many = self.opts.num_samples > 1 if self.opts.sample else self.opts.nbest > 1
-        with user_errors(ValueError), _target_words(self.prefix):
+        with user_errors(ValueError), _target_words(self.prefix), _named_options():
             outputs, encoded = translate_lines(
                 self.loaded,
                 lines,

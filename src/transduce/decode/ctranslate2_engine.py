@@ -80,7 +80,7 @@ from ..store.checkpoint import CheckpointError, file_sha256, vocab_digest
 from ..store.load import LoadedModel, load_model, load_reader, reader_from
 from ..store.meta import CheckpointMeta
 from .engine import Request
-from .options import OptionsError, check_for_model
+from .options import OptionsError, check_for_model, check_min_len
 from .scoring import Score, check_target
 from .search import Hypothesis, length_penalty, max_output_length
 from .shortlist import Shortlist
@@ -339,6 +339,7 @@ class CTranslate2Engine:
     def decode(self, request: Request) -> list[list[Hypothesis]]:
         sources, options, on_batch = request.sources, request.options, request.on_batch
         self.check(options, prefixed=request.prefixes is not None)
+        check_min_len(sources, options)
         if request.annotations is not None:
             raise ValueError("the ctranslate2 engine reads token sequences, not tags or trees")
         numbers = request.source_numbers()

@@ -7,7 +7,7 @@ the library by field (`beam`), the command line by option (`--beam`), the server
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,6 +15,7 @@ from torch import nn
 
 from ..config import ConfigError, DecodeConfig
 from .kinds import decoding_of
+from .search import max_output_length
 from .static import static_unsupported
 
 SEARCH_ONLY = ("beam", "alpha")  # beam search's settings; sampling ignores them (nbest: see below)
@@ -132,6 +133,27 @@ def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     if problems:
         raise OptionsError(problems)
     return options
+
+
+def check_min_len(sources: Sequence[Sequence[int]], options: DecodeConfig) -> None:
+    """OptionsError when `min_len` is above a non-empty source's output length limit (a * |x| + b):
+    EOS would never be allowed there, and its outputs would be cut at the limit without one."""
+    if options.min_len == 0:
+        return
+    a, b = options.max_len_a, options.max_len_b
+    for number, source in enumerate(sources, 1):
+        limit = max_output_length(len(source), a, b)
+        if source and options.min_len > limit:
+            raise OptionsError(
+                [
+                    (
+                        "min_len",
+                        f"{{min_len}} ({options.min_len}) is above input {number}'s output length limit "
+                        f"({limit} = {a:g} x {len(source)} source tokens + {b}): its outputs could not end; "
+                        "lower {min_len}, or raise {max_len_a} or {max_len_b}",
+                    )
+                ]
+            )
 
 
 def check_for_model(model: nn.Module, options: DecodeConfig, prefixed: bool = False) -> None:

@@ -21,7 +21,7 @@ from .beam import beam_search
 from .classify import classify
 from .engine import Request
 from .kinds import Decoding, decoding_of
-from .options import check_for_model
+from .options import check_for_model, check_min_len
 from .sampling import sample, stream_seed
 from .scoring import Score, score_all
 from .search import Hypothesis, SearchOptions, check_prefix, greedy, max_output_length
@@ -53,6 +53,7 @@ class TorchEngine:
         numbers = request.source_numbers()
         decoding = decoding_of(model)
         check_for_model(model, cfg, prefixed=request.prefixes is not None)
+        check_min_len(request.sources, cfg)
         forced_all = _forced_prefixes(decoding, request.sources, request.prefixes, cfg)
         if cfg.static_cache and self.shortlist is not None:
             raise ValueError(

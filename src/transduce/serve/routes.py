@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from ..decode.engine import Engine
 from ..decode.engines import engine_kind
-from ..decode.options import OptionsError, decode_options
+from ..decode.options import OptionsError, check_min_len, decode_options
 from ..decode.pipeline import encode_lines, encode_prefixes, render
 from ..decode.search import Hypothesis
 from ..decode.torch_engine import checked_prefixes
@@ -107,6 +107,7 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
         if options.sample and "seed" in given and not served.engine.seeds_each_input:
             raise OptionsError([("seed", _seeds_refused(served.engine))])
         encoded = encode_lines(loaded, body.segments)
+        check_min_len(encoded.sources, options)
         prefixes = None
         if body.prefixes is not None:
             prefixes = encode_prefixes(loaded, body.prefixes, len(body.segments))
