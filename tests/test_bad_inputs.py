@@ -610,6 +610,18 @@ def corrupt_export(run: Path, tmp: Path) -> list[str]:
     return ["translate", str(out), "--engine", "ctranslate2"]
 
 
+def unchecked_export(run: Path, tmp: Path) -> list[str]:
+    """An export directory whose record has lost the checksum of model.bin, and model.bin damaged."""
+    import json
+
+    argv = corrupt_export(run, tmp)
+    info_file = tmp / "exported" / "transduce.json"
+    info = json.loads(info_file.read_text())
+    del info["model_sha256"]
+    info_file.write_text(json.dumps(info))
+    return argv
+
+
 def foreign_cache(run: Path, tmp: Path) -> list[str]:
     """A checkpoint holding, where its CTranslate2 export would be cached, a folder of the user's."""
     from transduce.decode.ctranslate2_engine import cache_folder
@@ -684,6 +696,7 @@ ENGINE_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--prefix with --shortlist: forced prefixes with a shortlist need the torch engine",
     ),
     ("--engine ctranslate2 given a corrupt export", corrupt_export, "model.bin: corrupt or truncated"),
+    ("--engine ctranslate2 given an export without its checksum", unchecked_export, "no checksum of model.bin"),
     (
         "--engine ctranslate2 where the user's folder holds the cache's name",
         foreign_cache,

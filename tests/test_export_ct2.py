@@ -210,8 +210,11 @@ def test_the_export_translates_with_ctranslate2_and_sentencepiece_alone(trained,
     assert ours.exit_code == 0, ours.output
     assert theirs == ours.stdout.splitlines() and any(theirs)
     origin = load_model(trained / "run").path
-    assert json.loads(last) == [str(origin.resolve()), load_model(origin).meta.step, False]
-    assert (out / "source.spm").read_bytes() == (origin / "src.spm").read_bytes()
+    assert json.loads(last) == [origin.name, load_model(origin).meta.step, False]  # no path of this machine
+    info = json.loads((out / "transduce.json").read_text())
+    assert info["source_tokenizer"] == info["target_tokenizer"] == "src.spm"  # one shared vocabulary, one file
+    assert (out / "src.spm").read_bytes() == (origin / "src.spm").read_bytes()
+    assert sorted(p.name for p in out.glob("*.spm")) == ["src.spm"]
 
 
 def test_a_symbol_vocabulary_export_says_its_tokens_are_words(tmp_path):

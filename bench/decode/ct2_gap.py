@@ -37,6 +37,7 @@ from transduce.data.corpus import read_lines
 from transduce.decode.ctranslate2_engine import open_ctranslate2
 from transduce.decode.options import decode_options
 from transduce.decode.pipeline import output_rows, translate_lines
+from transduce.interop.ctranslate2 import tokenizers
 
 SEARCH_PARTS = {
     "_under_longest_limit": "first calls",
@@ -81,8 +82,8 @@ def main() -> None:
     folder = ours.engine.translator.folder
     settings = ours.engine.translator.settings
     raw = ctranslate2.Translator(str(folder), **settings)
-    source = sentencepiece.SentencePieceProcessor(model_file=str(folder / "source.spm"))
-    target = sentencepiece.SentencePieceProcessor(model_file=str(folder / "target.spm"))
+    source = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[0]))
+    target = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[1]))
     decode = ours.config.decode
     search = {"greedy": True} if args.beam == 1 else {"beam": args.beam, "alpha": args.alpha}
     options = decode_options(decode, max_tokens=args.max_tokens, **search)

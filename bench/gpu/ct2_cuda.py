@@ -107,7 +107,7 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
     from transduce.decode.ctranslate2_engine import open_ctranslate2
     from transduce.decode.options import decode_options
     from transduce.decode.pipeline import output_rows, translate_lines
-    from transduce.interop.ctranslate2 import export_ctranslate2
+    from transduce.interop.ctranslate2 import export_ctranslate2, tokenizers
     from transduce.store.load import load_model
 
     torch_model = load_model(args.checkpoint, torch.device(args.device))
@@ -129,8 +129,8 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
                 export_ctranslate2(args.checkpoint, folder, compute, force=True)
             ours = open_ctranslate2(folder, "none", None, args.device)
             raw = ctranslate2.Translator(str(folder), device=args.device, compute_type="default")
-            source = sentencepiece.SentencePieceProcessor(model_file=str(folder / "source.spm"))
-            target = sentencepiece.SentencePieceProcessor(model_file=str(folder / "target.spm"))
+            source = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[0]))
+            target = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[1]))
             engines = {
                 "ours": lambda o=ours, opt=options: output_rows(
                     translate_lines(o, lines, opt, scores=False)[0]

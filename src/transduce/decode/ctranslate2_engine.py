@@ -155,7 +155,12 @@ def read_export(folder: Path) -> LoadedModel:
         ) from None
     if not (folder / "model.bin").is_file():
         raise EngineError(f"{folder}: no model.bin; not a CTranslate2 model directory")
-    if "model_sha256" in info and info["model_sha256"] != file_sha256(folder / "model.bin"):
+    if "model_sha256" not in info:
+        raise EngineError(
+            f"{folder / EXPORT_INFO}: no checksum of model.bin, so a damaged model would decode unchecked; "
+            "export the checkpoint again with `transduce export --format ctranslate2`"
+        )
+    if info["model_sha256"] != file_sha256(folder / "model.bin"):
         raise EngineError(
             f"{folder / 'model.bin'}: corrupt or truncated (checksum mismatch); export the checkpoint again"
         )

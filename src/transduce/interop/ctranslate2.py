@@ -29,13 +29,24 @@ from ..store.load import LoadedModel, load_model
 
 EXPORT_INFO = "transduce.json"  # beside CTranslate2's files: where the export came from, how to tokenise
 TOKENS: dict[type, str] = {  # what the tokens are, by vocabulary kind
-    SentencePieceVocab: "sentencepiece pieces: source.spm encodes a line (out_type=str), "
-    "target.spm decodes an output's pieces",
-    MarianVocab: "Marian's sentencepiece pieces (source.spm, target.spm), a leading >>lang<< code "
-    "as one token",
+    SentencePieceVocab: "sentencepiece pieces: the source tokenizer encodes a line (out_type=str), "
+    "the target tokenizer decodes an output's pieces",
+    MarianVocab: "Marian's sentencepiece pieces (the source and target tokenizers), a leading >>lang<< "
+    "code as one token",
     SymbolVocab: "the symbols between single spaces of a line, joined by spaces on output",
 }
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
+
+
+def tokenizers(folder: Path) -> tuple[Path | None, Path | None]:
+    """An export's source and target sentencepiece models, as its EXPORT_INFO names them (None for
+    a symbol vocabulary)."""
+    info = json.loads((folder / EXPORT_INFO).read_text(encoding="utf-8"))
+    return tuple(
+        folder / info[key] if info.get(key) else None for key in ("source_tokenizer", "target_tokenizer")
+    )  # type: ignore[return-value]
+
+
 SINUSOID_ROWS = 1024  # positions a sinusoidal model's exported table covers, at the least
 
 
@@ -251,22 +262,24 @@ def write_export(loaded: LoadedModel, folder: Path, quantization: str, vmap: lis
 
 def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> dict[str, Any]:
     """What a CTranslate2 user needs besides the model, so that the directory runs without this
-    package: the sentencepiece models (source.spm, target.spm; none for a symbol vocabulary,
-    whose tokens are the words between spaces) and EXPORT_INFO, naming the checkpoint the
-    export came from and how to tokenise. For `transduce --engine ctranslate2` given the
-    directory, the checkpoint's vocabulary files (src.*, tgt.*) and metadata (config, data
-    facts, checksums) come too, so that it reads and renders text as the checkpoint does.
-    Returns EXPORT_INFO's content."""
-    files = {}
-    for side, vocab in (("source", loaded.src_vocab), ("target", loaded.tgt_vocab)):
-        proto = getattr(vocab, "proto", None)
-        if proto is not None:
-            (folder / f"{side}.spm").write_bytes(proto)
-            files[side] = f"{side}.spm"
+    package: the checkpoint's vocabulary files (src.*, tgt.*: for `transduce --engine
+    ctranslate2` given the directory, with the metadata, so that it reads and renders text as the
+    checkpoint does), among them the sentencepiece models that EXPORT_INFO names as the source
+    and target tokenizers (one file when the vocabulary is shared; none for a symbol vocabulary,
+    whose tokens are the words between spaces), and EXPORT_INFO itself: the checkpoint's name
+    (not the exporting machine's path) and step, checksums, and how to tokenise. Returns
+    EXPORT_INFO's content."""
     for vocab_file in vocab_files(loaded.path):
         shutil.copyfile(vocab_file, folder / vocab_file.name)
+    files = {
+        side: next(
+            (name for name in (f"{prefix}.spm", f"{prefix}.marian.spm") if (folder / name).is_file()), None
+        )
+        for side, prefix in (("source", "src"), ("target", "tgt"))
+    }
+    files["target"] = files["target"] or files["source"]  # a shared vocabulary: one file
     info = {
-        "exported_from": str(loaded.path.resolve()),
+        "exported_from": loaded.path.name,
         "step": loaded.meta.step,
         "weights_sha256": loaded.meta.checksums.get("model.safetensors"),
         "vocab_sha256": vocab_digest(loaded.path),
