@@ -696,7 +696,16 @@ ENGINE_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--prefix with --shortlist: forced prefixes with a shortlist need the torch engine",
     ),
     ("--engine ctranslate2 given a corrupt export", corrupt_export, "model.bin: corrupt or truncated"),
-    ("--engine ctranslate2 given an export without its checksum", unchecked_export, "no checksum of model.bin"),
+    (
+        "--engine ctranslate2 given an export without its checksum",
+        unchecked_export,
+        "no checksum of model.bin",
+    ),
+    (
+        "an export given to the torch engine",
+        lambda r, t: corrupt_export(r, t)[:2],
+        "is a CTranslate2 export (`transduce export`); decode it with --engine ctranslate2",
+    ),
     (
         "--engine ctranslate2 where the user's folder holds the cache's name",
         foreign_cache,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..interop.ctranslate2 import EXPORT_INFO
 from ..store.load import LoadedModel, load_for_decoding
 from .ctranslate2_engine import PREFIX_WITH_SHORTLIST, open_ctranslate2
 from .shortlist import Shortlist
@@ -24,7 +25,12 @@ def open_torch(
     device: str = "auto",
     shortlist: object = None,
 ) -> LoadedModel:
-    """`load_for_decoding`, decoded by our engine (which takes a shortlist per call)."""
+    """`load_for_decoding`, decoded by our engine (which takes a shortlist per call). A CTranslate2
+    export holds no weights of ours: it is refused, saying which engine decodes it."""
+    if (Path(path) / EXPORT_INFO).is_file():
+        raise ValueError(
+            f"{path} is a CTranslate2 export (`transduce export`); decode it with --engine ctranslate2"
+        )
     loaded = load_for_decoding(path, quantize, threads, device)
     return dataclasses.replace(loaded, engine=TorchEngine(loaded.model))
 
