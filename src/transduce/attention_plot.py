@@ -33,9 +33,15 @@ class Example:
         """The encoder's input tokens: the source and EOS."""
         return [*(loaded.src_vocab.token(i) for i in self.src_ids), "</s>"]
 
-    def tgt_labels(self, loaded: LoadedModel) -> list[str]:
+    def read_labels(self, loaded: LoadedModel) -> list[str]:
         """The decoder's input tokens: <s> and the target."""
         return ["<s>", *(loaded.tgt_vocab.token(i) for i in self.tgt_ids)]
+
+    def written_labels(self, loaded: LoadedModel) -> list[str]:
+        """The tokens the decoder writes, one per position: the target and EOS. Position i reads
+        <s> and i target tokens and writes the next one, so a row labelled with what it reads
+        would show each alignment one token late."""
+        return [*(loaded.tgt_vocab.token(i) for i in self.tgt_ids), "</s>"]
 
     def forward(self, model: EncoderDecoder) -> ModelOutput:
         """The teacher-forced pass over this example (<s> + target as decoder input), on the
@@ -101,7 +107,8 @@ def check_selection(
 
 @torch.no_grad()
 def ponder_steps(model: EncoderDecoder, example: Example) -> dict[str, Tensor]:
-    """ACT steps per position by side: 'encoder' over the source + EOS, 'decoder' over <s> + target."""
+    """ACT steps per position by side: 'encoder' over the source + EOS, 'decoder' over the
+    positions that write the target + EOS."""
     return {side: p.steps[0].cpu() for side, p in example.forward(model).ponder.items()}
 
 
@@ -118,10 +125,15 @@ class HeatMap:
 
 
 def axis_labels(example: Example, loaded: LoadedModel) -> dict[str, tuple[list[str], list[str]]]:
-    """(row labels, column labels) per kind: the source + EOS that the encoder reads, and the
-    <s> + target that the decoder reads, each position labelled with its own input token."""
-    src, tgt = example.src_labels(loaded), example.tgt_labels(loaded)
-    return {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (tgt, src)}
+    """(row labels, column labels) per kind. A decoder row is labelled with the token written at
+    that step (the target + EOS), as the server's /attention labels it; a column with the token
+    read there: the source + EOS for the encoder's keys, <s> + target for the decoder's."""
+    src, read, written = (
+        example.src_labels(loaded),
+        example.read_labels(loaded),
+        example.written_labels(loaded),
+    )
+    return {"encoder": (src, src), "decoder": (written, read), "cross": (written, src)}
 
 
 def plot_attention(

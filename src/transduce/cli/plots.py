@@ -47,7 +47,10 @@ def attention(
     heads: Heads = None,
     src_trees: SourceTree = None,
 ) -> None:
-    """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head."""
+    """Write attention heat maps (encoder self, decoder self, cross) per layer, one panel per head.
+
+    A decoder map's rows are the tokens written at each step (the target, then </s>), as the
+    server's /attention labels them; its columns are the tokens read."""
     from ..attention_plot import axis_labels, check_selection, collect_attention, make_example, plot_attention
 
     _check_folder(out_dir)
@@ -89,7 +92,10 @@ def ponder(
             steps["encoder"], example.src_labels(loaded), out_dir / "encoder-ponder.png", "encoder: ACT steps"
         )
         tgt_plot = plot_ponder(
-            steps["decoder"], example.tgt_labels(loaded), out_dir / "decoder-ponder.png", "decoder: ACT steps"
+            steps["decoder"],
+            example.written_labels(loaded),
+            out_dir / "decoder-ponder.png",
+            "decoder: ACT steps",
         )
     except OSError as exc:  # a full disk
         _unwritable(out_dir, exc)

@@ -218,20 +218,18 @@ async def _decode(served: Served, request: Request, work: Work) -> list[list[Hyp
 
 def _attention(loaded: LoadedModel, work: Work, i: int, hyps: list[Hypothesis]) -> dict[str, list]:
     """Segment i's best hypothesis with the last decoder layer's cross-attention over its source,
-    mean over heads (nothing for an empty segment)."""
-    from ..attention_plot import Example, collect_attention
+    mean over heads (nothing for an empty segment); labelled as `transduce attention` labels it:
+    rows the tokens written, columns the source's."""
+    from ..attention_plot import Example, axis_labels, collect_attention
     from ..data.batching import annotation_tensors
 
     src = work.sources[i]
     if not src:
         return {"source": [], "target": [], "weights": []}
-    tgt = hyps[0].tokens if hyps else []
     extra = {}
     if work.annotations is not None:
         extra = annotation_tensors([work.annotations[i]], len(src) + 1)
-    cross = collect_attention(loaded.model, Example(src, tgt, extra))["cross"][-1]  # (heads, n + 1, m + 1)
-    return {
-        "source": [loaded.src_vocab.token(t) for t in src] + ["</s>"],
-        "target": [loaded.tgt_vocab.token(t) for t in tgt] + ["</s>"],
-        "weights": cross.mean(0).tolist(),
-    }
+    example = Example(src, hyps[0].tokens if hyps else [], extra)
+    cross = collect_attention(loaded.model, example)["cross"][-1]  # (heads, n + 1, m + 1)
+    rows, cols = axis_labels(example, loaded)["cross"]
+    return {"source": cols, "target": rows, "weights": cross.mean(0).tolist()}
