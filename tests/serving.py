@@ -1,8 +1,11 @@
-"""A real uvicorn server on a free loopback port, for the serving tests."""
+"""A real uvicorn server on a free loopback port, and a headless browser, for the serving tests."""
 
+import contextlib
+import shutil
 import threading
 import time
 
+import pytest
 import uvicorn
 from ports import free_port
 
@@ -35,3 +38,27 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+@contextlib.contextmanager
+def browser_page():
+    """A page of Debian's chromium, headless, through playwright; the test is skipped, saying
+    why, when either is missing."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt when it can)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+            ],
+        )
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()

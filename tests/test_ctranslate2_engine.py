@@ -19,7 +19,7 @@ import sys
 import httpx
 import pytest
 import torch
-from serving import Server
+from serving import Server, browser_page
 from tiny import train_tiny
 from typer.testing import CliRunner
 
@@ -467,7 +467,7 @@ def test_the_server_answers_on_ctranslate2(engines):
         assert [[a.json()["translations"][0]["text"]] for a in answers] == texts(greedy)
         assert application.state.batcher.batches - before < 6  # concurrent requests shared calls
         info = httpx.get(f"{server.url}/info").json()
-        assert info["engine"] == "ctranslate2"
+        assert (info["engine"], info["attention"]) == ("ctranslate2", False)
         too_many = httpx.post(f"{server.url}/translate", json={"segments": ["a"] * 17})
         assert too_many.status_code == 413
         attention = httpx.post(f"{server.url}/attention", json={"segment": "the cat"})
@@ -476,6 +476,34 @@ def test_the_server_answers_on_ctranslate2(engines):
         assert seeded.status_code == 422 and "seed" in seeded.text
         unseeded = httpx.post(f"{server.url}/translate", json={"segments": ["the"], "sample": True})
         assert unseeded.status_code == 200
+
+
+def test_the_demo_page_on_ctranslate2_shows_translations_and_asks_for_no_attention(engines):
+    """The page reads the engine from /info: it translates, asks nothing of /attention (which
+    the engine refuses, and whose refusal the page showed in red under every translation) and
+    says once why there is no map."""
+    from transduce.serve import create_app
+
+    ours, theirs, lines = engines
+    with Server(create_app(theirs)) as server, browser_page() as page:
+        asked = []
+        page.on("request", lambda request: asked.append(request.url.removeprefix(server.url)))
+        page.goto(server.url + "/")
+        page.fill("#source", "\n".join(lines[:2]))
+        page.click("#translate")
+        page.wait_for_selector("#output div:nth-child(2)", timeout=30000)
+        page.wait_for_timeout(500)  # time for a request for attention, had the page made one
+        shown = page.locator("#output div").all_inner_texts()
+        error, note, maps = (
+            page.inner_text("#error"),
+            page.inner_text("#note"),
+            page.locator("table.heat").count(),
+        )
+    want, _ = translate_lines(ours, lines[:2], decode_options(ours.config.decode))
+    assert shown == [found[0].text for found in want]
+    assert (error, maps) == ("", 0)
+    assert note == "The ctranslate2 engine gives no attention weights; serve with --engine torch to see them."
+    assert asked == ["/", "/info", "/translate"]
 
 
 def test_without_the_package_the_engine_is_one_clear_error(trained, monkeypatch):

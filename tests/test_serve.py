@@ -1,12 +1,11 @@
 """The REST server over real HTTP on a loopback port: translate, batching, limits, errors, page."""
 
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from serving import Server
+from serving import Server, browser_page
 from tiny import train_tiny
 from typer.testing import CliRunner
 
@@ -43,7 +42,7 @@ def test_health_info_and_openapi(served):
     assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
     info = httpx.get(f"{server.url}/info").json()
     assert info["src_vocab_size"] == len(loaded.src_vocab) and info["config"]["model"]["d_model"] == 32
-    assert "version" in info
+    assert "version" in info and (info["engine"], info["attention"]) == ("torch", True)
     assert info["checkpoint"] == loaded.path.name and str(loaded.path.parent) not in str(info)
     schema = httpx.get(f"{server.url}/openapi.json").json()
     assert "/translate" in schema["paths"] and "/attention" in schema["paths"]
@@ -321,42 +320,26 @@ def test_shutdown_finishes_in_flight_requests(checkpoint, monkeypatch):
 
 def test_demo_page_in_headless_chromium(served):
     server, loaded, _ = served
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt when it can)")
-    playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-            ],
-        )
-        try:
-            page = browser.new_page()
-            page.goto(server.url + "/")
-            page.fill("#source", "1 2 3")
-            page.click("#translate")
-            page.wait_for_selector("table.heat tbody tr", timeout=30000)
-            text = page.inner_text("#output")
-            rows = page.locator("table.heat tbody tr").count()
-            columns = page.locator("table.heat thead th").count()
-            # two lines: two segments, two outputs, two maps (the tiny model's beam output of the second
-            # is empty, its greedy output, which the page used to map, 50 tokens)
-            page.fill("#source", "1 2 3\n4 5 6 7")
-            page.click("#translate")
-            page.wait_for_function("document.querySelectorAll('table.heat').length == 2", timeout=30000)
-            lines = [page.inner_text(f"#output div:nth-child({i})") for i in (1, 2)]
-            captions = page.locator("figcaption").all_inner_texts()
-            tables = page.locator("table.heat")
-            row_labels = [tables.nth(i).locator("tbody th").all_inner_texts() for i in (0, 1)]
-            page.fill("#source", "")  # cleared: no stale output or map
-            cleared = page.locator("table.heat").count(), page.inner_text("#output")
-        finally:
-            browser.close()
+    with browser_page() as page:
+        page.goto(server.url + "/")
+        page.fill("#source", "1 2 3")
+        page.click("#translate")
+        page.wait_for_selector("table.heat tbody tr", timeout=30000)
+        text = page.inner_text("#output")
+        rows = page.locator("table.heat tbody tr").count()
+        columns = page.locator("table.heat thead th").count()
+        # two lines: two segments, two outputs, two maps (the tiny model's beam output of the second
+        # is empty, its greedy output, which the page used to map, 50 tokens)
+        page.fill("#source", "1 2 3\n4 5 6 7")
+        page.click("#translate")
+        page.wait_for_function("document.querySelectorAll('table.heat').length == 2", timeout=30000)
+        lines = [page.inner_text(f"#output div:nth-child({i})") for i in (1, 2)]
+        captions = page.locator("figcaption").all_inner_texts()
+        tables = page.locator("table.heat")
+        row_labels = [tables.nth(i).locator("tbody th").all_inner_texts() for i in (0, 1)]
+        page.fill("#source", "")  # cleared: no stale output or map
+        cleared = page.locator("table.heat").count(), page.inner_text("#output")
+        note = page.inner_text("#note")
     assert text == expected(loaded, ["1 2 3"])[0][0]
     attention = httpx.post(f"{server.url}/attention", json={"segment": "1 2 3"}).json()
     assert rows == len(attention["target"]) and columns == 4 + 1  # 3 tokens + EOS, + corner cell
@@ -365,7 +348,7 @@ def test_demo_page_in_headless_chromium(served):
     for line, (shown, caption, labels) in enumerate(zip(lines, captions, row_labels, strict=True), 1):
         assert caption == f'line {line}: attention while writing "{shown}"'
         assert labels == [*shown.split(), "</s>"]  # the map's rows are the output shown
-    assert cleared == (0, "")
+    assert cleared == (0, "") and note == ""  # the torch engine: no word about missing attention
 
 
 def test_serving_with_a_shortlist_equals_decoding_with_it(checkpoint, tmp_path):

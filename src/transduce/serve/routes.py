@@ -81,6 +81,7 @@ def info(served: Service) -> dict:
         "checkpoint": loaded.path.name,  # not the absolute path: it tells clients about the host
         "ensemble": [m.path.name for m in served.members],
         "engine": served.engine.name,
+        "attention": engine_kind(served.engine.name).attention,  # whether POST /attention answers
         "config": loaded.config.model_dump(mode="json"),
         "src_vocab_size": len(loaded.src_vocab),
         "tgt_vocab_size": len(loaded.tgt_vocab),
@@ -106,7 +107,7 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
         served.engine.check(options, prefixed=body.prefixes is not None)
         if options.sample and "seed" in given and not served.engine.seeds_each_input:
             raise OptionsError([("seed", _seeds_refused(served.engine))])
-        encoded = encode_lines(loaded, body.segments)
+        encoded = encode_lines(loaded, body.segments, tgt_lang=body.tgt_lang)
         check_min_len(encoded.sources, options)
         prefixes = None
         if body.prefixes is not None:
