@@ -115,6 +115,7 @@ def translate(
     *,
     greedy: bool = False,
     prefixes: Sequence[str] | None = None,
+    tgt_lang: str | None = None,
     **options: Any,
 ) -> list[str]:
     """Each line's output: its translation (a parser's tree, a classifier's labels, a language
@@ -123,9 +124,11 @@ def translate(
     `options` overlay the checkpoint's decoding settings (the `decode.` keys: `search` ("beam",
     "greedy" or "sample"), `beam`, `alpha`, `max_len_a`, `max_len_b`, `min_len`, `max_tokens`,
     `temperature`, `top_k`, `top_p`, `seed`); `greedy=True` and `sample=True` are spellings of
-    `search`; `prefixes` gives each line the text its output starts with. For several outputs per
-    line (`nbest`, `num_samples`) use `hypotheses`."""
-    return [found[0].text for found in hypotheses(model, lines, greedy=greedy, prefixes=prefixes, **options)]
+    `search`; `prefixes` gives each line the text its output starts with; `tgt_lang` a multilingual
+    model's target language (for lines that do not start with one of its tags). For several
+    outputs per line (`nbest`, `num_samples`) use `hypotheses`."""
+    found = hypotheses(model, lines, greedy=greedy, prefixes=prefixes, tgt_lang=tgt_lang, **options)
+    return [outputs[0].text for outputs in found]
 
 
 def hypotheses(
@@ -134,6 +137,7 @@ def hypotheses(
     *,
     greedy: bool = False,
     prefixes: Sequence[str] | None = None,
+    tgt_lang: str | None = None,
     **options: Any,
 ) -> list[list[Output]]:
     """Each line's outputs with their scores (`.text`, `.score`): the `nbest` best, or with
@@ -149,19 +153,29 @@ def hypotheses(
     if unknown:
         raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {', '.join(known)}")
     settings = decode_options(reader.config.decode, greedy=greedy or None, **options)
-    outputs, _ = translate_lines(model, lines, settings, prefixes=prefixes)
+    outputs, _ = translate_lines(model, lines, settings, prefixes=prefixes, tgt_lang=tgt_lang)
     return outputs
 
 
 def score(
-    model: Loaded, sources: Sequence[str], targets: Sequence[str], *, per_token: bool = False
+    model: Loaded,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    *,
+    per_token: bool = False,
+    tgt_lang: str | None = None,
 ) -> list[Score]:
     """log P(target | source) of each pair (forced decoding), as `transduce score` prints it:
-    `.log_prob` (EOS included), `.mean` per token, and with `per_token` each token's `.tokens`."""
+    `.log_prob` (EOS included), `.mean` per token, and with `per_token` each token's `.tokens`;
+    `tgt_lang` as `translate`'s."""
     from .decode.pipeline import score_lines
 
     return score_lines(
-        _model(model), _lines(sources, "sources"), _lines(targets, "targets"), per_token=per_token
+        _model(model),
+        _lines(sources, "sources"),
+        _lines(targets, "targets"),
+        per_token=per_token,
+        tgt_lang=tgt_lang,
     )
 
 

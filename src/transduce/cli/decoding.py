@@ -129,6 +129,13 @@ def _decoding_given(params: dict[str, object]) -> dict[str, object]:
     }
 
 
+TargetLanguage = Annotated[
+    str | None,
+    typer.Option(
+        help="A multilingual model (`prepare --pair`): the language to translate into (e.g. fr, or fra), "
+        "for every line that does not start with one of the model's tags (>>fra<<) itself."
+    ),
+]
 Prefix = Annotated[
     Path | None,
     typer.Option(
@@ -199,6 +206,7 @@ def translate(
     shortlist: ShortlistFile = None,
     static_cache: StaticCache = False,
     engine: EngineOption = "torch",
+    tgt_lang: TargetLanguage = None,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -230,6 +238,7 @@ def translate(
         listed=listed,
         prefix=prefix,
         prefixes=prefixes,
+        tgt_lang=tgt_lang,
     )
     if input is None and (output is None or str(output) == "-"):
         done = _translate_stream(run.rows)
@@ -254,6 +263,7 @@ class _Translation:
     listed: Shortlist | None
     prefix: Path | None
     prefixes: list[str] | None
+    tgt_lang: str | None = None
 
     def rows(self, lines: list[str], first: int, advance: Advance) -> list[str]:
         """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
@@ -272,6 +282,7 @@ class _Translation:
                 self.opts,
                 trees=self.src_trees,
                 max_src_len=self.max_src_len,
+                tgt_lang=self.tgt_lang,
                 on_batch=advance,
                 prefixes=forced,
                 first=first,
@@ -379,6 +390,7 @@ def evaluate(
     output: KeptTranslations = None,
     static_cache: StaticCache = False,
     engine: EngineOption = "torch",
+    tgt_lang: TargetLanguage = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -432,7 +444,14 @@ def evaluate(
             return
         with decode_progress("evaluating", len(sources)) as advance:
             report = ev.evaluate_text(
-                loaded, sources, refs, opts, trees=src_trees, on_batch=advance, shortlist=listed
+                loaded,
+                sources,
+                refs,
+                opts,
+                trees=src_trees,
+                on_batch=advance,
+                shortlist=listed,
+                tgt_lang=tgt_lang,
             )
     if output is not None:
         _write_output(output, report.hypotheses)
@@ -486,6 +505,7 @@ def score(
     quantize: Quantize = "none",
     device: Device = "auto",
     engine: EngineOption = "torch",
+    tgt_lang: TargetLanguage = None,
 ) -> None:
     """Forced decoding: how probable the model finds each target given its source.
 
@@ -515,6 +535,7 @@ def score(
             max_tokens=max_tokens,
             per_token=per_token,
             on_batch=advance,
+            tgt_lang=tgt_lang,
         )
     vocab = loaded[0].tgt_vocab
     rows = []

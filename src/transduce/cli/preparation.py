@@ -164,6 +164,24 @@ SourceTrees = Annotated[
         "'conllu' reads {split}.SRC.conllu (dependency heads).",
     ),
 ]
+Pairs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pair",
+        metavar="SRC-TGT=DIR",
+        help="A multilingual dataset: one language pair and its folder of train/dev/test files (e.g. "
+        "en-de=corpus/en-de), repeated for every pair (instead of DATA_DIR, --src and --tgt). One shared "
+        "vocabulary is learned over all of them; each source starts with its target language's tag "
+        "(--tag-format), and the dataset remembers each example's pair.",
+    ),
+]
+TagFormat = Annotated[
+    str,
+    typer.Option(
+        help="With --pair: the target-language tag each source starts with, {lang} the language's "
+        "ISO 639-3 code (de -> deu) as OPUS-MT's multilingual models spell it; e.g. '__{lang}__'."
+    ),
+]
 TaskOverrides = Annotated[
     list[str] | None,
     typer.Option("--set", help="data.* overrides for --task, e.g. --set data.task_train_max_len=40."),
@@ -175,20 +193,36 @@ def _prepare_errors(out: Path) -> Iterator[None]:
     """prepare's bad input as one error line; a failed write (a full disk, say) names the output,
     which the atomic write left as it was."""
     from ..data.corpus import CorpusError
+    from ..data.languages import LanguageError
     from ..data.pool import WorkerError
     from ..fileio import OutputError
     from ..store.checkpoint import CheckpointError
 
     try:
         yield
-    except (CorpusError, ConfigError, OutputError, CheckpointError, ValueError, WorkerError) as exc:
+    except (
+        CorpusError,
+        ConfigError,
+        OutputError,
+        CheckpointError,
+        ValueError,
+        WorkerError,
+        LanguageError,
+    ) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
 
 
 def _prepare_task(
-    task: str, data_dir: Path | None, out: Path, trees: str, max_len: int, overrides: list[str], force: bool
+    task: str,
+    data_dir: Path | None,
+    out: Path,
+    *,
+    trees: str,
+    max_len: int,
+    overrides: list[str],
+    force: bool,
 ) -> None:
     """`prepare --task`: a treebank for parsing (`parse`), or a generated task."""
     from ..data.prepare import prepare_generated, prepare_parse
@@ -207,6 +241,14 @@ def _prepare_task(
     console.print(f"{task}: {sizes} examples in {out}")
 
 
+def _pair_inputs(specs: list[str], tag_format: str) -> list:
+    """`--pair SRC-TGT=DIR` options as prepare's pair inputs (LanguageError naming a bad one)."""
+    from ..data.languages import parse_pair
+    from ..data.prepare import PairInput
+
+    return [PairInput(*parse_pair(spec, tag_format)) for spec in specs]
+
+
 def _print_text_report(report: dict, out: Path) -> None:
     """What prepare kept and skipped in each split of parallel text."""
     if report["up_to_date"]:
@@ -214,13 +256,16 @@ def _print_text_report(report: dict, out: Path) -> None:
         return
     for note in report["notes"]:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
-    for name, r in report["splits"].items():
-        console.print(
-            f"{name}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} empty, "
-            f"{r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
-            f"{r['skipped_control']} with control characters; {r['tabs_replaced']} lines had tabs replaced"
-            + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
-        )
+    for name, found in report["splits"].items():
+        per_pair = found.items() if "pairs" not in found else [("", found)]  # a multilingual dataset's
+        for pair, r in per_pair:
+            console.print(
+                f"{name}{' ' + pair if pair else ''}: {r['pairs']} pairs kept; skipped {r['skipped_empty']} "
+                f"empty, {r['skipped_too_long']} too long, {r['skipped_ratio']} over the length ratio, "
+                f"{r['skipped_control']} with control characters; "
+                f"{r['tabs_replaced']} lines had tabs replaced"
+                + (f" (first control character: {r['first_control']})" if r["first_control"] else "")
+            )
     for warning in report["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     console.print(f"dataset written to {out}")
@@ -250,6 +295,8 @@ def prepare(
     factor_sep: FactorSep = "|",
     source_trees: SourceTrees = None,
     overrides: TaskOverrides = None,
+    pairs: Pairs = None,
+    tag_format: TagFormat = ">>{lang}<<",
     force: Force = False,
 ) -> None:
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
@@ -260,7 +307,7 @@ def prepare(
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
     (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
     inside DATA_DIR; an -o that contains an input file is always refused."""
-    from ..data.prepare import PrepareOptions, prepare_text, ratio_limit
+    from ..data.prepare import PrepareOptions, prepare_pairs, prepare_text, ratio_limit
     from ..data.source import SourceFormat
     from ..store.load import vocab_source
 
@@ -268,25 +315,32 @@ def prepare(
         fail("--vocab-from applies to parallel text, not to --task")
     with sigterm_stops(), _prepare_errors(out):
         if task is not None:
-            _prepare_task(task, data_dir, out, trees, max_len, overrides or [], force)
+            _prepare_task(
+                task, data_dir, out, trees=trees, max_len=max_len, overrides=overrides or [], force=force
+            )
             return
-        if data_dir is None:
-            fail("give a DATA_DIR with parallel text files, or --task NAME")
+        if data_dir is None and not pairs:
+            fail("give a DATA_DIR with parallel text files, --pair SRC-TGT=DIR for each pair, or --task NAME")
         opts = PrepareOptions(
             src,
             tgt,
-            vocab_size,
-            False if separate_vocab else None,
-            max_len,
-            ratio_limit(max_ratio, source_format),
-            empty,
-            tabs,
-            SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
+            vocab_size=vocab_size,
+            shared_vocab=False if separate_vocab else None,
+            max_len=max_len,
+            max_ratio=ratio_limit(max_ratio, source_format),
+            empty=empty,
+            tabs=tabs,
+            source=SourceFormat(source_format, tree_tags, factors, factor_sep, source_trees),
             control=control,
             vocab_from=str(vocab_source(vocab_from)) if vocab_from is not None else None,
             vocab_sample=vocab_sample,
         )
-        report = prepare_text(data_dir, out, opts, force=force, workers=workers)
+        if pairs:
+            if data_dir is not None:
+                fail("give DATA_DIR or --pair options, not both")
+            report = prepare_pairs(_pair_inputs(pairs, tag_format), out, opts, force=force, workers=workers)
+        else:
+            report = prepare_text(data_dir, out, opts, force=force, workers=workers)
     _print_text_report(report, out)
 
 

@@ -232,6 +232,14 @@ class DataConfig(_Section):
         description="training batches padded to a multiple of this many positions on each side (few "
         "distinct shapes for cuDNN's and cuBLAS's plans); 1 (off)..1024",
     )
+    pair_temperature: float = Field(
+        1.0,
+        gt=0.0,
+        le=100.0,
+        description="a multilingual dataset: each epoch draws language pair i's share of the examples "
+        "in proportion to its size n_i to the power 1/T (T = 1: every example once; larger T evens the "
+        "pairs out, small pairs repeated); above 0, at most 100",
+    )
 
     @property
     def long_max_len(self) -> int:

@@ -194,8 +194,11 @@ class BatchSampler:
         world: int = 1,
         shuffle: bool = True,
         accumulate: int = 1,
+        draw: Callable[[int], np.ndarray] | None = None,
     ) -> None:
-        self.lengths, self.max_tokens, self.seed = lengths, max_tokens, seed
+        """`draw(epoch)`: the example numbers an epoch trains on (a multilingual dataset's mixing
+        of its pairs, data/mixing.py); by default every example once."""
+        self.lengths, self.max_tokens, self.seed, self.draw = lengths, max_tokens, seed, draw
         self.rank, self.world, self.shuffle, self.accumulate = rank, world, shuffle, accumulate
         self.epoch, self.position = 0, 0
         self.dropped = 0
@@ -209,7 +212,11 @@ class BatchSampler:
         return self._built[1]
 
     def _build(self, epoch: int) -> list[np.ndarray]:
-        batches, self.dropped = cut_batches(self.lengths, self.max_tokens, self.seed + epoch)
+        chosen = self.draw(epoch) if self.draw is not None else None
+        lengths = self.lengths if chosen is None else self.lengths[chosen]
+        batches, self.dropped = cut_batches(lengths, self.max_tokens, self.seed + epoch)
+        if chosen is not None:
+            batches = [chosen[b] for b in batches]
         if not batches:
             longest = int(self.lengths.max()) if len(self.lengths) else 0
             raise DatasetError(

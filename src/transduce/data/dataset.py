@@ -130,6 +130,16 @@ class Split:
         return cls(*arrays, **extras)
 
 
+def tagged(split: Split, tag: int) -> Split:
+    """`split` (plain text: no factors or trees) with every source starting with the token `tag`:
+    a multilingual dataset's target-language tag."""
+    offsets = split.src_offsets
+    tokens = np.insert(split.src_tokens, offsets[:-1], tag).astype(split.src_tokens.dtype)
+    return Split(
+        tokens, offsets + np.arange(len(offsets), dtype=offsets.dtype), split.tgt_tokens, split.tgt_offsets
+    )
+
+
 def _append(path: Path, values: np.ndarray, offsets: bool = False) -> None:
     """Add a 1-d array's values at the end of the .npy file `path` (written by np.save if it is
     not there): the header is rewritten in place (np.save leaves room for any length), so the
@@ -228,11 +238,25 @@ class Dataset:
             self.tgt_vocab = load_vocab(tgt) if vocab_exists(tgt) else self.src_vocab
             self.splits = {name: Split.load(self.dir, name) for name in self.meta.splits}
             self.factor_vocabs = [load_vocab(self.dir / f"src.factor{k}") for k in range(self.meta.factors)]
+            self.pair_ids = {name: _array(self.dir / f"{name}.pair.npy") for name in self._paired()}
         except (MetaError, OSError, ValueError, RuntimeError) as exc:
             raise DatasetError(f"{self.dir}: damaged dataset: {exc}") from None
         self._check_sizes()
         self._check_offsets()
         self._check_ids()
+        self._check_pairs()
+
+    def _paired(self) -> list[str]:
+        """The splits that say which language pair each example is of (a multilingual dataset's)."""
+        return list(self.meta.splits) if self.meta.languages else []
+
+    def _check_pairs(self) -> None:
+        """One pair id per example, each naming one of meta.json's pairs."""
+        for name, ids in self.pair_ids.items():
+            if ids.ndim != 1 or len(ids) != len(self.splits[name]):
+                raise DatasetError(f"{self.dir}: {name}.pair.npy does not give one pair per example")
+            if len(ids) and not 0 <= int(ids.min()) <= int(ids.max()) < len(self.meta.languages):
+                raise DatasetError(f"{self.dir}: {name}.pair.npy names pairs meta.json does not list")
 
     def _check_sizes(self) -> None:
         """meta.json must describe the files: checkpoints copy its vocabulary sizes, and a model

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import TaskName
 from .kinds import DATA_KINDS
+from .languages import LanguagePair
 from .source import SourceFormat
 
 FORMAT_VERSION = 1
@@ -38,6 +39,8 @@ class DataFacts(BaseModel):
     parse_root: str | None = None  # parsing: the most common root label, for repaired trees
     label_unit: LabelUnit | None = None  # labelled data: what each label belongs to
     source: SourceFormat = Field(default_factory=SourceFormat)
+    # a multilingual dataset's pairs, in the order of their ids in {split}.pair.npy; none: one pair
+    languages: list[LanguagePair] = Field(default_factory=list)
     src_vocab_size: int = Field(ge=4, strict=True)  # strict: a string or float is a damaged file
     tgt_vocab_size: int = Field(ge=4, strict=True)
 

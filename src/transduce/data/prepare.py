@@ -10,6 +10,7 @@ corpus; chunks are processed by `workers` processes, and the output is the same 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -17,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
 
+import numpy as np
 from rich.progress import Progress
 
 from ..choices import CONTROL_CHARACTERS, EMPTY_PAIRS, TABS
@@ -35,8 +37,10 @@ from .dataset import (
     is_up_to_date,
     join_appended,
     prepare_task,
+    tagged,
     write_dataset,
 )
+from .languages import LanguageError, LanguagePair, check_pairs
 from .pool import available_cores, ordered_map
 from .sampling import ALL, BottomK, Sampled
 from .source import SourceFormat, read_word_trees
@@ -47,6 +51,7 @@ from .vocab import (
     Vocab,
     VocabFilesError,
     load_vocab,
+    piece_id,
     vocab_exists,
     vocab_files,
 )
@@ -236,11 +241,12 @@ class _Scan:
     tags: list[set[str]]
 
 
-def _scan(run: _Run, files: SplitFiles, sample: BottomK | None) -> _Scan:
-    """Check every line of a split; offer its pairs to `sample` (the training split's)."""
-    task = run.progress.add_task(f"checking {files.name}", total=None)
+def _scan(run: _Run, files: SplitFiles, sample: BottomK | None, seed: int = SAMPLE_SEED) -> _Scan:
+    """Check every line of a split; offer its pairs to `sample` (the training split's), drawn with
+    `seed` (each language pair of a multilingual dataset its own, so that their keys differ)."""
+    task = run.progress.add_task(f"checking {files.src.name}, {files.tgt.name}", total=None)
     opts = run.opts
-    work = ScanChunk(files, opts.rules, opts.source, SAMPLE_SEED if sample is not None else None)
+    work = ScanChunk(files, opts.rules, opts.source, seed if sample is not None else None)
     out = _Scan(ReadStats(), set(), [set() for _ in range(opts.source.factors)])
     for found in ordered_map(work, run.chunks(files, sample), run.workers):
         out.stats.add(found.stats)
@@ -262,21 +268,26 @@ class _Vocabs:
     sampled: int | None = None  # training pairs the vocabulary was learned from, if not all
 
 
-def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVocabs) -> _Vocabs:
-    """Learn the vocabularies from the sample of training pairs, or take the reused ones."""
+def _vocabularies(
+    run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVocabs, tags: tuple[str, ...] = ()
+) -> _Vocabs:
+    """Learn the vocabularies from the sample of training pairs, or take the reused ones; `tags`
+    (a multilingual dataset's target-language tags) are pieces of their own."""
     opts = run.opts
-    tags = [SymbolVocab(sorted(found)) for found in scans["train"].tags]
+    factor_tags = [SymbolVocab(sorted(found)) for found in scans["train"].tags]
     if isinstance(source, ReusedVocabs):
         run.progress.add_task(f"vocabulary from {opts.vocab_from}", total=1, completed=1)
-        return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, tags)
+        return _Vocabs(source.src, source.tgt or source.src, source.tgt is None, factor_tags)
     learn = run.progress.add_task("learning BPE vocabulary", total=None)
     pairs = source.take()
+    _check_tags_unused(pairs, tags)
     release_freed_memory()  # the scan's freed chunks, before sentencepiece's copy of the sample
     count = len(pairs)
     sampled = count if count < scans["train"].stats.pairs else None
     symbols = (
         sorted(set().union(*(s.symbols for s in scans.values()))) if opts.source.format == "tree" else []
     )
+    symbols += tags
     size = opts.vocab_size
     if size is None:
         size = default_vocab_size(scans["train"].stats.pairs, pairs, len(symbols))
@@ -291,7 +302,18 @@ def _vocabularies(run: _Run, scans: dict[str, _Scan], source: BottomK | ReusedVo
     del pairs
     release_freed_memory()  # sentencepiece's working memory, before encoding
     run.progress.update(learn, total=1, completed=1)
-    return _Vocabs(src, tgt, bool(opts.shared_vocab), tags, sampled)
+    return _Vocabs(src, tgt, bool(opts.shared_vocab), factor_tags, sampled)
+
+
+def _check_tags_unused(pairs: Sampled, tags: tuple[str, ...]) -> None:
+    """A tag is a piece of its own wherever it occurs: text that holds one (a tag format that
+    spells a word, or a corpus already tagged) would be read as asking for a language."""
+    for tag in tags:
+        if any(tag.encode() in pair for pair in pairs):
+            raise CorpusError(
+                f"the tag {tag} occurs in the training text; choose a --tag-format whose tags the corpus "
+                "does not hold (or remove the tags the corpus has: prepare adds them)"
+            )
 
 
 def _side(pairs: Sampled, side: int) -> Iterator[str]:
@@ -301,16 +323,27 @@ def _side(pairs: Sampled, side: int) -> Iterator[str]:
         yield pair.split(b"\n", 1)[side].decode()
 
 
-def _encode_split(run: _Run, out: Path, files: SplitFiles, vocabs: _Vocabs, pairs: int) -> dict:
-    """Encode a split chunk by chunk into `out` (the first chunk saved, the others appended);
-    the training split is length-filtered. Its report: pairs kept, skipped and why."""
+def _encode_split(
+    run: _Run,
+    out: Path,
+    files: SplitFiles,
+    vocabs: _Vocabs,
+    pairs: int,
+    *,
+    append: bool = False,
+    tag: int | None = None,
+) -> dict:
+    """Encode a split chunk by chunk into `out` (the first chunk saved, the others appended; all
+    appended after an earlier language pair's with `append`), each source starting with the id
+    `tag` when given; the training split is length-filtered. Its report: pairs kept, skipped and why."""
     opts = run.opts
     task = run.progress.add_task(f"encoding {files.src.name}, {files.tgt.name}", total=pairs)
     limits = (opts.max_len, opts.max_ratio) if files.name == "train" else None
     work = EncodeChunk(files, opts.rules, opts.source, vocabs.src, vocabs.tgt, vocabs.tags, limits)
     stats, kept, coverage = ReadStats(), 0, Coverage()
     for i, done in enumerate(ordered_map(work, run.chunks(files), run.workers)):
-        (done.split.append_to if i else done.split.save)(out, files.name)
+        split = done.split if tag is None else tagged(done.split, tag)
+        (split.append_to if i or append else split.save)(out, files.name)
         stats.add(done.stats)
         kept += len(done.split)
         coverage.count(done.split)
@@ -409,6 +442,127 @@ def prepare_text(
         report["seconds"]["vocabulary"], clock = time.perf_counter() - clock, time.perf_counter()
         with atomic_directory(out, "prepare", inputs, force) as tmp:
             report["splits"] = _write_splits(run, tmp, splits, scans, vocabs, digest)
+        report["seconds"]["encoding"] = time.perf_counter() - clock
+    report["notes"], report["warnings"] = run.notes, run.warnings
+    return report
+
+
+@dataclass
+class PairInput:
+    """One language pair of a multilingual `prepare`: its languages and tag, and its folder."""
+
+    pair: LanguagePair
+    folder: Path
+
+    def options(self, opts: PrepareOptions) -> PrepareOptions:
+        return dataclasses.replace(opts, src=self.pair.src, tgt=self.pair.tgt)
+
+
+def _pair_inputs(
+    pairs: list[PairInput], opts: PrepareOptions
+) -> tuple[list[dict[str, SplitFiles]], list[Path]]:
+    """Each pair's splits (train and dev in every pair; test where a pair has it), checked to be
+    there and readable, and every file the content hash covers."""
+    if len(pairs) < 2:
+        raise LanguageError("a multilingual dataset needs two --pair options or more")
+    check_pairs([p.pair for p in pairs])
+    fmt = opts.source
+    if fmt.format != "text" or fmt.factors or fmt.trees is not None or opts.vocab_from is not None:
+        raise CorpusError(
+            "--pair takes plain text sources and learns its vocabulary: no --source-format tree, "
+            "--factors, --source-trees or --vocab-from"
+        )
+    splits = [_split_files(p.folder, p.options(opts)) for p in pairs]
+    files = [f for split in splits for s in split.values() for f in (s.src, s.tgt)]
+    for f in files:
+        require_corpus_file(f, " (each --pair folder holds train.*, dev.* and optional test.* files)")
+    return splits, files
+
+
+def _pair_scans(
+    run: _Run, pairs: list[PairInput], splits: list[dict[str, SplitFiles]], sample: BottomK
+) -> list[dict[str, _Scan]]:
+    """Pass one over every pair's splits (each checked for empty ones); the training splits offer
+    their pairs to one vocabulary sample, each pair with a seed of its own."""
+    scans = []
+    for k, (pair, split) in enumerate(zip(pairs, splits, strict=True)):
+        found = {
+            n: _scan(run, s, sample if n == "train" else None, SAMPLE_SEED + k) for n, s in split.items()
+        }
+        for name, scan in found.items():
+            where = f"{pair.folder / name}.{{{pair.pair.src},{pair.pair.tgt}}}"
+            _no_empty_split(name, scan.stats.pairs, where)
+        scans.append(found)
+    return scans
+
+
+def _whole(scans: list[dict[str, _Scan]]) -> dict[str, _Scan]:
+    """The pairs' scans added up per split: what the vocabulary's default size counts."""
+    total: dict[str, _Scan] = {}
+    for found in scans:
+        for name, scan in found.items():
+            total.setdefault(name, _Scan(ReadStats(), set(), [])).stats.add(scan.stats)
+    return total
+
+
+def _write_pair_splits(
+    run: _Run,
+    out: Path,
+    pairs: list[PairInput],
+    splits: list[dict[str, SplitFiles]],
+    scans: list[dict[str, _Scan]],
+    vocabs: _Vocabs,
+) -> tuple[dict[str, dict], dict[str, int]]:
+    """Pass two: every split of every pair into `out`, pair after pair, sources tagged, and the
+    pair of each example in {split}.pair.npy. Per split, the report of each pair, and the sizes."""
+    reports: dict[str, dict] = {}
+    ids: dict[str, list[np.ndarray]] = {}
+    for k, (pair, split) in enumerate(zip(pairs, splits, strict=True)):
+        tag = piece_id(vocabs.src, pair.pair.tag)
+        for name, files in split.items():
+            expected = scans[k][name].stats.pairs
+            report = _encode_split(run, out, files, vocabs, expected, append=name in ids, tag=tag)
+            reports.setdefault(name, {})[pair.pair.name] = report
+            ids.setdefault(name, []).append(np.full(report["pairs"], k, dtype=np.uint16))
+    for name, parts in ids.items():
+        np.save(out / f"{name}.pair.npy", np.concatenate(parts))
+    return reports, {name: sum(len(p) for p in parts) for name, parts in ids.items()}
+
+
+def prepare_pairs(
+    pairs: list[PairInput],
+    out: Path,
+    opts: PrepareOptions,
+    show_progress: bool = True,
+    force: bool = False,
+    workers: int | None = None,
+    chunk_lines: int = CHUNK_LINES,
+) -> dict:
+    """A multilingual dataset (or confirm it up to date): every pair's `{train,dev,test}.{src,tgt}`
+    with one shared vocabulary learned over all of them, the pairs' target-language tags among its
+    pieces; each source starts with its pair's tag, and `{split}.pair.npy` says each example's
+    pair. Everything `prepare_text` checks and guarantees holds for each pair's files."""
+    splits, files = _pair_inputs(pairs, opts)
+    recorded = {**opts.recorded(), "pairs": [p.pair.model_dump() for p in pairs]}
+    digest = content_hash(files, recorded)
+    if is_up_to_date(out, digest):
+        return {"up_to_date": True, "out": str(out)}
+    inputs = (*sorted({p.folder for p in pairs}), *files) if force else tuple(files)
+    check_output_dir(out, "prepare", inputs, force)
+    report: dict = {"up_to_date": False, "out": str(out), "splits": {}, "seconds": {}}
+    with _progress(show_progress) as progress:
+        run = _Run(opts, workers or available_cores(), chunk_lines, progress)
+        clock = time.perf_counter()
+        sample = BottomK(opts.vocab_sample)
+        scans = _pair_scans(run, pairs, splits, sample)
+        report["seconds"]["checking"], clock = time.perf_counter() - clock, time.perf_counter()
+        vocabs = _vocabularies(run, _whole(scans), sample, tuple(p.pair.tag for p in pairs))
+        report["seconds"]["vocabulary"], clock = time.perf_counter() - clock, time.perf_counter()
+        with atomic_directory(out, "prepare", inputs, force) as tmp:
+            report["splits"], sizes = _write_pair_splits(run, tmp, pairs, splits, scans, vocabs)
+            meta = {"hash": digest, "data_kind": "text", "options": recorded, "report": report["splits"]}
+            meta["languages"] = [p.pair for p in pairs]
+            finish_dataset(tmp, sizes, vocabs.src, None, meta)
         report["seconds"]["encoding"] = time.perf_counter() - clock
     report["notes"], report["warnings"] = run.notes, run.warnings
     return report

@@ -189,6 +189,15 @@ class MarianVocab:
         return cls(Path(f"{prefix}.marian.spm").read_bytes(), data["pieces"], data["perm"])
 
 
+def piece_id(vocab: Vocab, piece: str) -> int:
+    """The id of a piece the vocabulary holds whole (a target-language tag, learned as a symbol of
+    its own); ValueError when it holds none."""
+    found = next((i for i in range(len(vocab)) if vocab.token(i) == piece), None)
+    if found is None:
+        raise ValueError(f"the vocabulary has no piece {piece!r}")
+    return found
+
+
 class VocabFilesError(ValueError):
     """A directory's vocabulary files include a link or a device."""
 

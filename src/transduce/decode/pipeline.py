@@ -30,6 +30,7 @@ from .engines import engine_kind
 from .ensemble import Ensemble
 from .inputs import encode_inputs
 from .kinds import decoding_for
+from .languages import tagged_lines, with_tags
 from .scoring import Score
 from .search import Hypothesis
 from .shortlist import Shortlist
@@ -125,12 +126,20 @@ class Encoded:
 
 
 def encode_lines(
-    loaded: LoadedModel, lines: list[str], trees: Path | None = None, max_src_len: int | None = None
+    loaded: LoadedModel,
+    lines: list[str],
+    trees: Path | None = None,
+    max_src_len: int | None = None,
+    tgt_lang: str | None = None,
 ) -> Encoded:
-    """Encode lines (ValueError naming a bad line) and cut sources longer than `max_src_len`."""
+    """Encode lines (ValueError naming a bad line) and cut sources longer than `max_src_len`. A
+    multilingual model's sources start with a target-language tag: the line's own, else
+    `tgt_lang`'s (decode/languages.py)."""
     if max_src_len is not None and max_src_len < 1:
         raise ValueError(f"--max-src-len must be >= 1, not {max_src_len}")
-    sources, annotations = encode_inputs(loaded, lines, trees)
+    texts, tags = tagged_lines(loaded, lines, tgt_lang)
+    sources, annotations = encode_inputs(loaded, texts, trees)
+    sources = with_tags(sources, tags)
     long = sum(max_src_len is not None and len(s) > max_src_len for s in sources)
     if long:
         sources = [s[:max_src_len] for s in sources]
@@ -187,15 +196,17 @@ def translate_lines(
     first: int = 0,
     shortlist: Shortlist | None = None,
     scores: bool = True,
+    tgt_lang: str | None = None,
 ) -> tuple[list[list[Output]], Encoded]:
     """Encode, decode and render `lines`: per line its n-best outputs (or its samples when
     `options.search` is "sample"); also what was encoded. `loaded`: one model or an ensemble's
     members. prefixes: per line, target text each output starts with (search continues after it).
     first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
     shortlist: score only the target tokens it lists for each batch's sources.
-    scores=False: the outputs' scores are not read (they may be NaN: see Engine.decode)."""
+    scores=False: the outputs' scores are not read (they may be NaN: see Engine.decode).
+    tgt_lang: a multilingual model's target language, for the lines that name none."""
     reader, engine = decoding_engine(loaded, shortlist)
-    encoded = encode_lines(reader, lines, trees, max_src_len)
+    encoded = encode_lines(reader, lines, trees, max_src_len, tgt_lang)
     forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
     request = Request(
         encoded.sources,
@@ -219,6 +230,7 @@ def score_lines(
     max_tokens: int = 4096,
     per_token: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
+    tgt_lang: str | None = None,
 ) -> list[Score]:
     """log P(target | source) of each pair of lines (forced decoding), in input order.
 
@@ -228,7 +240,7 @@ def score_lines(
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
     reader, engine = decoding_engine(loaded)
-    encoded = encode_lines(reader, sources, trees, max_src_len)
+    encoded = encode_lines(reader, sources, trees, max_src_len, tgt_lang)
     if encoded.annotations is not None:
         for number, ids in enumerate(encoded.sources, 1):
             if not ids:

@@ -78,6 +78,11 @@ class _TranslateBody(_Body):
         description="per segment, target text every output of it starts with (search continues "
         'after it; "" forces nothing); as many as segments',
     )
+    tgt_lang: str | None = Field(
+        None,
+        description="a multilingual model: the language to translate into, for the segments that do not "
+        "start with one of its tags",
+    )
     greedy: bool | None = Field(None, description='greedy search instead of beam search (search: "greedy")')
     sample: bool | None = Field(None, description='draw outputs at random (search: "sample")')
 

@@ -1,0 +1,87 @@
+"""Decoding a multilingual model into a target language: the model's dataset was prepared with
+`prepare --pair`, each source starting with its target language's tag (`>>fra<<`), and the model
+translates into the language of the tag its input starts with. A line that already starts with one
+of the model's tags keeps it; otherwise the tag of the language asked for (`--tgt-lang fr`) is put
+in front. The tag is given as its own piece, as in training, whatever the text tokenizer would make
+of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..data.languages import LanguagePair, target_tags
+from ..data.vocab import piece_id
+from ..store.load import LoadedModel
+
+
+class TargetLanguageError(ValueError):
+    """A target language the model cannot translate into, or none where one is needed; says which
+    languages the model knows."""
+
+
+@dataclass(frozen=True)
+class TargetLanguages:
+    """A model's target languages and the ids of their tags."""
+
+    pairs: list[LanguagePair]
+    ids: dict[str, int]  # tag -> its piece id
+
+    @classmethod
+    def of(cls, loaded: LoadedModel) -> TargetLanguages:
+        pairs = list(loaded.meta.languages)
+        return cls(pairs, {p.tag: piece_id(loaded.src_vocab, p.tag) for p in pairs})
+
+    @property
+    def multilingual(self) -> bool:
+        return bool(self.pairs)
+
+    def known(self) -> str:
+        """The languages, as messages list them."""
+        return ", ".join(sorted({f"{p.tgt} ({p.tag})" for p in self.pairs}))
+
+    def tag(self, lang: str) -> str:
+        """The tag of target language `lang` (its code as the pairs name it, or its ISO 639-3 code)."""
+        tags = target_tags(self.pairs)
+        if not self.pairs:
+            raise TargetLanguageError(
+                f"--tgt-lang {lang}: this model translates one language pair; --tgt-lang is for models "
+                "prepared with several (`prepare --pair`)"
+            )
+        if lang not in tags:
+            raise TargetLanguageError(f"--tgt-lang {lang}: the model translates into {self.known()}")
+        return tags[lang]
+
+    def split(self, line: str) -> tuple[str | None, str]:
+        """A line's leading tag, if it is one of the model's, and the rest of the line."""
+        head, _, rest = line.lstrip().partition(" ")
+        return (head, rest) if head in self.ids else (None, line)
+
+
+def tagged_lines(
+    loaded: LoadedModel, lines: list[str], lang: str | None
+) -> tuple[list[str], list[int | None]]:
+    """The lines without a leading tag of the model's, and per line the tag id its source starts
+    with: the line's own, else `lang`'s; None for an empty line, and for every line of a model of
+    one pair (which takes no `lang`). A non-empty line of a multilingual model with neither is a
+    TargetLanguageError."""
+    languages = TargetLanguages.of(loaded)
+    asked = languages.tag(lang) if lang is not None else None
+    if not languages.multilingual:
+        return lines, [None] * len(lines)
+    texts, tags = [], []
+    for number, line in enumerate(lines, 1):
+        own, rest = languages.split(line)
+        tag = own or asked
+        if tag is None and line.strip():
+            raise TargetLanguageError(
+                f"input line {number}: which language? give --tgt-lang, or start the line with a tag; "
+                f"the model translates into {languages.known()}"
+            )
+        texts.append(rest)
+        tags.append(languages.ids[tag] if tag is not None and rest.strip() else None)
+    return texts, tags
+
+
+def with_tags(sources: list[list[int]], tags: list[int | None]) -> list[list[int]]:
+    """Each non-empty source with its tag id first."""
+    return [[tag, *ids] if tag is not None and ids else ids for ids, tag in zip(sources, tags, strict=True)]
