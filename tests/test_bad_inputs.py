@@ -500,6 +500,16 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--src-vocab must be 1..",
     ),
     (
+        "inspect data.dataset with --src-vocab",
+        lambda r, t: ["inspect", "small", f"data.dataset={r / 'data'}", "data.task=null", "--src-vocab", "8"],
+        "gives the vocabulary sizes; leave out --src-vocab and --tgt-vocab",
+    ),
+    (
+        "inspect data.dataset not prepared",
+        lambda r, t: ["inspect", "small", f"data.dataset={t}"],
+        "not a prepared dataset (no meta.json)",
+    ),
+    (
         "inspect --src-len -5",
         lambda r, t: ["inspect", "small", "--src-len", "-5"],
         "Invalid value for '--src-len': Input should be greater than or equal to 1",

@@ -1,10 +1,13 @@
 """`inspect` numbers equal the survey's Table 1 formulas and the model's real tensors."""
 
+import pytest
 from typer.testing import CliRunner
 
 from transduce.cli import app
 from transduce.config import load_config
 from transduce.cost import cost_table, flops_per_token
+from transduce.data.dataset import Dataset, Split, write_dataset
+from transduce.data.vocab import SymbolVocab
 from transduce.model import build_model
 
 
@@ -70,3 +73,23 @@ def test_training_log_reports_throughput_from_the_cost_model(tmp_path):
     src, tgt = round(float(split.src_lengths.mean())) + 1, round(float(split.tgt_lengths.mean())) + 1
     assert measured.flops_per_token == flops_per_token(tiny_config().model, 14, src, tgt, training=True)
     assert "train/tflops=" in (run / "train.log").read_text()
+
+
+@pytest.mark.parametrize("tgt_symbols", [None, 3])
+def test_inspect_counts_the_parameters_of_the_model_built_for_its_dataset(tmp_path, tgt_symbols):
+    """With data.dataset, inspect reads the dataset's vocabulary sizes (not 37,000): its total is
+    the model training builds for that dataset, with one shared vocabulary or two of their own."""
+    src = SymbolVocab([f"s{i}" for i in range(50)])
+    tgt = SymbolVocab([f"t{i}" for i in range(tgt_symbols)]) if tgt_symbols else None
+    split = Split.from_lists([[4, 5, 6]], [[4]])
+    meta = {"hash": "-", "data_kind": "task", "task": "copy"}
+    write_dataset(tmp_path / "d", {"train": split, "dev": split}, src, tgt, meta)
+    overrides = [f"data.dataset={tmp_path / 'd'}", "model.tie_embeddings=none"]
+    result = CliRunner().invoke(app, ["inspect", "small-fast", *overrides])
+    assert result.exit_code == 0, result.output
+    data = Dataset(tmp_path / "d")
+    sizes = len(data.src_vocab), len(data.tgt_vocab)
+    assert sizes == (len(src), len(tgt or src))
+    model = build_model(load_config("small-fast", overrides).model, *sizes)
+    total = sum(p.numel() for p in model.parameters())
+    assert f"total parameters: {total:,} " in result.stdout

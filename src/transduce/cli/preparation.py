@@ -26,7 +26,13 @@ def inspect(
         typer.Argument(help=f"A preset ({', '.join(PRESETS)}), a config file, or a checkpoint directory."),
     ],
     overrides: Overrides = None,
-    src_vocab: Annotated[int, typer.Option(help="Source vocabulary size (ignored for checkpoints).")] = 37000,
+    src_vocab: Annotated[
+        int | None,
+        typer.Option(
+            help="Source vocabulary size; default: data.dataset's when the config names one, else "
+            "37,000 (a checkpoint's own)."
+        ),
+    ] = None,
     tgt_vocab: Annotated[
         int | None, typer.Option(help="Target vocabulary size; default: the source's (shared).")
     ] = None,
@@ -37,7 +43,8 @@ def inspect(
         int, typer.Option(min=1, help="Target length n (>= 1) used for the time column.")
     ] = 32,
 ) -> None:
-    """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals."""
+    """Per-module parameter counts and FLOPs per token (the survey's Table 1) and the totals, for the
+    vocabulary sizes of the checkpoint, of data.dataset, or of --src-vocab/--tgt-vocab."""
     from ..cost import model_cost
     from ..store.load import resolve_model_source
 

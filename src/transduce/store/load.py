@@ -12,7 +12,9 @@ from torch import nn
 
 from ..choices import QUANTIZE
 from ..config import Config, build_config, load_config
+from ..data.dataset import Dataset
 from ..data.vocab import Vocab, load_vocab, vocab_exists
+from ..data.vocab_size import PAPER_SIZE
 from ..model import build_model
 from .checkpoint import (
     Checkpoint,
@@ -210,16 +212,32 @@ def config_from(source: str, overrides: list[str]) -> Config:
 
 
 def resolve_model_source(
-    source: str, overrides: list[str], src_vocab: int, tgt_vocab: int | None
+    source: str, overrides: list[str], src_vocab: int | None, tgt_vocab: int | None
 ) -> tuple[Config, int, int]:
-    """A checkpoint directory gives its own config and vocabulary sizes; else preset/file."""
+    """The config and vocabulary sizes `inspect` accounts for: a checkpoint directory's own; else
+    the preset or file's, with the sizes of its data.dataset (what training would build) or
+    those given (source 37,000 by default, target the source's)."""
     path = Path(source)
     if path.is_dir():
         meta = read_meta(resolve_checkpoint(path))
         return build_config(meta.config, overrides), meta.src_vocab_size, meta.tgt_vocab_size
     cfg = load_config(source, overrides)
-    tgt = tgt_vocab if tgt_vocab is not None else src_vocab
-    for option, size in (("--src-vocab", src_vocab), ("--tgt-vocab", tgt)):
+    if cfg.data.dataset is not None:
+        return cfg, *_dataset_vocab_sizes(cfg.data.dataset, src_vocab, tgt_vocab)
+    src = src_vocab if src_vocab is not None else PAPER_SIZE
+    tgt = tgt_vocab if tgt_vocab is not None else src
+    for option, size in (("--src-vocab", src), ("--tgt-vocab", tgt)):
         if not 1 <= size <= VOCAB_MAX:
             raise ValueError(f"{option} must be 1..{VOCAB_MAX}, not {size}")
-    return cfg, src_vocab, tgt
+    return cfg, src, tgt
+
+
+def _dataset_vocab_sizes(dataset: str, src_vocab: int | None, tgt_vocab: int | None) -> tuple[int, int]:
+    """A prepared dataset's source and target vocabulary sizes; sizes given beside it would
+    describe another model than the one trained on it, so they are refused."""
+    if src_vocab is not None or tgt_vocab is not None:
+        raise ValueError(
+            f"data.dataset={dataset} gives the vocabulary sizes; leave out --src-vocab and --tgt-vocab"
+        )
+    data = Dataset(Path(dataset))
+    return len(data.src_vocab), len(data.tgt_vocab)
