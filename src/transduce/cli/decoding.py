@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -409,18 +410,11 @@ def evaluate(
     engine_honours(engine, src_trees=src_trees, static_cache=static_cache)
     with user_errors(ValueError):
         if trees is not None:
-            if hyp is None and not checkpoints:
-                fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
-            opened = (
-                [] if hyp is not None else loaded_models(checkpoints or [], quantize, threads, device, engine)
-            )
-            search = {"greedy": greedy or None, "beam": beam, "alpha": alpha}
-            _evaluate_parse(trees, hyp, opened, search)
+            load = functools.partial(loaded_models, checkpoints or [], quantize, threads, device, engine)
+            _evaluate_parse(trees, hyp, load if checkpoints else None, greedy=greedy, beam=beam, alpha=alpha)
             return
         if hyp is not None:
-            if not refs:
-                fail("--hyp needs --ref")
-            _print_scores(corpus_scores(_read_input(hyp), *refs))
+            _print_scores(corpus_scores(_read_input(hyp), *refs) if refs else fail("--hyp needs --ref"))
             return
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
@@ -548,10 +542,10 @@ def score(
 
 
 def _evaluate_parse(
-    gold_file: Path, hyp: Path | None, loaded: list[LoadedModel], search: dict[str, object]
+    gold_file: Path, hyp: Path | None, load: Callable[[], list[LoadedModel]] | None, **search: object
 ) -> None:
-    """Bracket scores of a parsing model's output (`loaded`, decoded with the `search` options
-    given) or of a file of trees (`hyp`) against gold trees."""
+    """Bracket scores of a file of trees (`hyp`) or of a parsing model's output (`load` opens it;
+    decoded with the `search` options given: greedy, beam, alpha) against gold trees."""
     from ..data.trees import read_treebank
     from ..evalb import corpus_score
     from ..evaluate import evaluate_parser
@@ -559,7 +553,11 @@ def _evaluate_parse(
     golds = read_treebank(gold_file)
     if hyp is not None:
         score = corpus_score(golds, read_treebank(hyp))
+    elif load is None:
+        fail("--trees needs a parsing CHECKPOINT, or --hyp with parsed trees")
     else:
+        loaded = load()
+        search["greedy"] = search["greedy"] or None
         score = evaluate_parser(loaded, golds, _options(loaded, nbest=1, **search))
     stdout.print(
         f"bracketing precision {100 * score.precision:.2f}  recall {100 * score.recall:.2f}  "
