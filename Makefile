@@ -1,11 +1,12 @@
 # Two commands on a fresh machine: `make demo` (set up + main job) and `make test` (set up + tests,
-# and the documentation site's strict build). `make docs` serves the site while docs/ is edited.
+# and the documentation site's strict build). `make docs` serves the site while docs/ is edited;
+# `make demo-reverse` is the length-generalisation example.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean
+.PHONY: demo demo-reverse test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +16,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,docs]'
 	touch $(STAMP)
 
+# English->German on the corpus in demo/en-de/: prepare it, train (a re-run resumes), translate
+# demo/samples.en, score the test set.
 demo: $(STAMP)
+	$(BIN)/transduce prepare demo/en-de --src en --tgt de -o runs/demo-data --vocab-size 4000
 	$(BIN)/transduce train configs/demo.toml --run-dir runs/demo
+	$(BIN)/transduce translate runs/demo -i demo/samples.en -o runs/demo-samples.de
+	@echo "demo/samples.en, translated (beam 4):"; paste demo/samples.en runs/demo-samples.de
+	$(BIN)/transduce evaluate runs/demo --src demo/en-de/test.en --ref demo/en-de/test.de
+
+# The length-generalisation example: the small preset learns to reverse digit strings and fails
+# on twice-longer ones.
+demo-reverse: $(STAMP)
+	$(BIN)/transduce train configs/reverse.toml --run-dir runs/reverse
 
 test: $(STAMP)
 	# Debian's chromium for the demo page's browser test (skipped, with the reason, if this fails).

@@ -2,10 +2,10 @@
 
     python -m bench.decode.quantize_cost [--run RUN_DIR]
 
-Uses the README's main job (configs/demo.toml: the small preset on `reverse`), trained into
-bench/out/demo once if no --run is given. Decodes the dev and test splits with the config's
-beam search in float32 and after dynamic int8 quantisation, and records the scores
-(bench/records/decode/quantize-<date>.json). (Speed is measured by bench/decode/speed.py.)
+Uses the length-generalisation example (configs/reverse.toml, `make demo-reverse`: the small
+preset on `reverse`), trained into bench/out/demo once if no --run is given. Decodes the dev and
+test splits with the config's beam search in float32 and after dynamic int8 quantisation, and
+records the scores (bench/records/decode/quantize-<date>.json). (Speed is measured by bench/decode/speed.py.)
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     run = args.run or OUT / "demo"
     if args.run is None and not (run / "checkpoints").exists():
-        Trainer(load_config(str(ROOT / "configs" / "demo.toml")), run, show_progress=True).fit(resume=True)
+        Trainer(load_config(str(ROOT / "configs" / "reverse.toml")), run, show_progress=True).fit(resume=True)
     torch.set_num_threads(args.threads)
     loaded = load_model(run)
     int8 = quantize_int8(loaded.model)
@@ -69,7 +69,7 @@ def main() -> None:
         command="python -m bench.decode.quantize_cost" + (f" --run {args.run}" if args.run else ""),
         host=host_line(args.threads),
         setup=(
-            f"Model: {run.name} (configs/demo.toml, the small preset on the `reverse` task); beam "
+            f"Model: {run.name} (configs/reverse.toml, the small preset on the `reverse` task); beam "
             f"{loaded.config.decode.beam}; float32 against dynamic int8 quantisation of every linear map. "
             f"BLEU signature: {rows[0]['signature']}."
         ),
