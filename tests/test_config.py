@@ -226,3 +226,23 @@ def test_cli_train_prints_one_error_line(tmp_path, args, fragment):
     assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
     assert fragment in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model.position_offset=2", "model.positions=learned"],
+        ["model.pos_frequencies=tensor2tensor", "model.positions=learned"],
+        ["model.position_offset=2", "model.arch=universal"],
+    ],
+)
+def test_sinusoid_options_need_a_transformer_with_sinusoids(overrides):
+    with pytest.raises(ConfigError, match="model.position_offset and model.pos_frequencies"):
+        load_config("small", overrides)
+
+
+def test_sinusoid_options_are_off_by_default():
+    """Checkpoints written before the keys existed read as they were computed: no offset, the
+    paper's frequencies."""
+    model = ModelConfig()
+    assert (model.position_offset, model.pos_frequencies) == (0, "paper")

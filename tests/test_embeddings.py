@@ -54,3 +54,44 @@ def test_learned_positions_reject_overlong_input_clearly():
         assert "max_positions=4" in str(exc)
     else:
         raise AssertionError("expected a ValueError")
+
+
+def test_tensor2tensor_frequencies_span_one_to_one_ten_thousandth():
+    """pos / 10000^(i / (d/2 - 1)), sines then cosines: the first frequency 1, the last 1/10000."""
+    d = 12
+    table = sinusoid(torch.arange(50), d, "halves", "tensor2tensor")
+    for pos in (0, 1, 7, 49):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (i / (d // 2 - 1))
+            assert math.isclose(table[pos, i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(table[pos, d // 2 + i].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_odd_width_leaves_the_last_column_zero():
+    assert sinusoid(torch.arange(5), 9, "halves", "tensor2tensor")[:, 8].eq(0).all()
+
+
+def test_position_offset_shifts_every_position_incremental_and_drawn_alike():
+    emb = Embedding(20, 8, pad_id=0, dropout=0.0, layout="halves", position_offset=2).eval()
+    ids = torch.tensor([[3, 4, 5]])
+    words = emb.tokens.weight[ids[0]] * math.sqrt(8)
+    assert torch.allclose(emb(ids)[0], words + sinusoid(torch.arange(2, 5), 8, "halves"), atol=1e-6)
+    step = emb(ids[:, 1:2], offset=1)  # the second token alone, as a decoder with a cache gives it
+    assert torch.allclose(step[0, 0], words[1] + sinusoid(torch.tensor([3]), 8, "halves")[0], atol=1e-6)
+    drawn = emb(ids, positions=torch.tensor([0, 10, 1500]))  # beyond the initial table: it grows
+    assert torch.allclose(drawn[0], words + sinusoid(torch.tensor([2, 12, 1502]), 8, "halves"), atol=1e-6)
+
+
+def test_fairseq_positions_equal_hugging_face_m2m100():
+    """M2M100's positions (transformers' own code, read as an independent implementation): ids
+    numbered from padding_idx + 1, sinusoids of tensor2tensor's frequencies in halves; during
+    generation each new token is numbered after the cache."""
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
+
+    d, pad = 16, 1
+    theirs = M2M100SinusoidalPositionalEmbedding(64, d, padding_idx=pad)
+    ours = SinusoidalPositions(d, "halves", offset=pad + 1, frequencies="tensor2tensor")
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+    assert torch.allclose(ours(7), theirs(ids)[0], atol=1e-5)
+    for cached in (0, 3, 100):  # beyond HF's initial table too
+        assert torch.allclose(ours(1, cached), theirs(ids[:, :1], cache_length=cached)[0], atol=1e-5)

@@ -51,6 +51,18 @@ class ModelConfig(_Section):
     activation: Literal["relu", "gelu", "swish"] = "relu"
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
     pos_layout: Literal["interleaved", "halves"] = "interleaved"
+    pos_frequencies: Literal["paper", "tensor2tensor"] = Field(
+        "paper",
+        description="sinusoid frequencies: paper (1/10000^(2i/d)) or tensor2tensor (1/10000^(i/(d/2-1)), "
+        "from 1 to exactly 1/10000: fairseq's, so M2M100's and NLLB's); sinusoidal positions only",
+    )
+    position_offset: int = Field(
+        0,
+        ge=0,
+        le=POSITIONS_MAX,
+        description="added to every position before its sinusoid is taken: fairseq's models (M2M100, "
+        f"NLLB) number the first token padding_idx + 1 = 2; sinusoidal positions only; 0..{POSITIONS_MAX}",
+    )
     max_positions: int = Field(
         1024,
         ge=1,
@@ -167,6 +179,20 @@ class ModelConfig(_Section):
             bad = [v for v in values or [] if not 0 <= v < bound]
             if bad:
                 raise ValueError(f"model.{key}: {bad} out of range; allowed: 0..{bound - 1}")
+        return self
+
+    @model_validator(mode="after")
+    def _sinusoid_options(self) -> ModelConfig:
+        """The offset and the frequencies shape the embedding's sinusoids; a learned table or a
+        Universal Transformer's per-step signal would silently ignore them."""
+        if (self.position_offset or self.pos_frequencies != "paper") and (
+            self.arch != "transformer" or self.positions != "sinusoidal"
+        ):
+            raise ValueError(
+                "model.position_offset and model.pos_frequencies='tensor2tensor' shape the sinusoids of "
+                "model.positions='sinusoidal' with model.arch='transformer'; allowed here: "
+                "model.position_offset=0, model.pos_frequencies=paper"
+            )
         return self
 
     @property

@@ -150,7 +150,8 @@ def _positions(take: _Tensors, side: str, loaded: LoadedModel) -> Tensor:
     m = loaded.config.model
     if m.positions == "learned":
         return take(f"{side}.positions.weight")
-    return sinusoid(torch.arange(max(SINUSOID_ROWS, m.max_positions)), m.d_model, m.pos_layout)
+    rows = torch.arange(max(SINUSOID_ROWS, m.max_positions)) + m.position_offset
+    return sinusoid(rows, m.d_model, m.pos_layout, m.pos_frequencies)
 
 
 def build_spec(loaded: LoadedModel) -> Any:

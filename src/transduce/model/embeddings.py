@@ -8,16 +8,25 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoid(positions: Tensor, d: int, layout: str = "interleaved") -> Tensor:
+def sinusoid(
+    positions: Tensor, d: int, layout: str = "interleaved", frequencies: str = "paper"
+) -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions.
 
     `layout="halves"` puts all sines first and all cosines after (Marian's convention).
+    `frequencies="tensor2tensor"` spaces the d/2 frequencies from 1 to exactly 1/10000,
+    pos / 10000^(i/(d/2 - 1)), as tensor2tensor's get_timing_signal_1d and fairseq (so M2M100 and
+    NLLB) do; the paper's lowest is 1/10000^((d-2)/d). An odd d leaves the last column zero.
     positions: (n,) integer or float tensor. Returns (n, d) float32.
     """
     half = d // 2
-    freq = torch.exp(
-        torch.arange(half, dtype=torch.float64, device=positions.device) * (-2.0 * math.log(10000.0) / d)
-    )
+    if frequencies == "paper":
+        step = 2.0 * math.log(10000.0) / d
+    elif frequencies == "tensor2tensor":
+        step = math.log(10000.0) / max(half - 1, 1)
+    else:
+        raise ValueError(f"unknown sinusoid frequencies '{frequencies}'; allowed: paper, tensor2tensor")
+    freq = torch.exp(torch.arange(half, dtype=torch.float64, device=positions.device) * -step)
     angles = positions.to(torch.float64)[:, None] * freq[None, :]  # (n, d/2)
     out = torch.zeros(positions.numel(), d, dtype=torch.float64, device=positions.device)
     if layout == "interleaved":
@@ -32,18 +41,32 @@ def sinusoid(positions: Tensor, d: int, layout: str = "interleaved") -> Tensor:
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed encodings, computed for as many positions as asked (never a length limit)."""
+    """Fixed encodings, computed for as many positions as asked (never a length limit).
 
-    def __init__(self, d: int, layout: str = "interleaved", initial: int = 1024) -> None:
+    Position p is encoded as the sinusoid of p + `offset`: fairseq's models number their first
+    token padding_idx + 1 (2 in M2M100 and NLLB), and the table is read at those rows."""
+
+    def __init__(
+        self,
+        d: int,
+        layout: str = "interleaved",
+        initial: int = 1024,
+        *,
+        offset: int = 0,
+        frequencies: str = "paper",
+    ) -> None:
         super().__init__()
-        self.d, self.layout = d, layout
-        self.register_buffer("table", sinusoid(torch.arange(initial), d, layout), persistent=False)
+        self.d, self.layout, self.offset, self.frequencies = d, layout, offset, frequencies
+        self.register_buffer("table", self._rows(initial), persistent=False)
+
+    def _rows(self, count: int) -> Tensor:
+        """The encodings of positions 0..count-1 (sinusoids of offset..offset+count-1)."""
+        return sinusoid(torch.arange(count) + self.offset, self.d, self.layout, self.frequencies)
 
     def _cover(self, end: int) -> None:
         """Grow the table to hold positions 0..end-1."""
         if end > self.table.shape[0]:
-            grown = sinusoid(torch.arange(max(end, 2 * self.table.shape[0])), self.d, self.layout)
-            self.table = grown.to(self.table.device)
+            self.table = self._rows(max(end, 2 * self.table.shape[0])).to(self.table.device)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         self._cover(offset + length)
@@ -95,6 +118,8 @@ class Embedding(nn.Module):
         max_positions: int = 1024,
         layout: str = "interleaved",
         scale: bool = True,
+        position_offset: int = 0,
+        frequencies: str = "paper",
     ) -> None:
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d, padding_idx=pad_id)
@@ -105,7 +130,7 @@ class Embedding(nn.Module):
         # positions="none": a UT adds its coordinates at every step instead
         self.positions: SinusoidalPositions | LearnedPositions | None = None
         if positions == "sinusoidal":
-            self.positions = SinusoidalPositions(d, layout)
+            self.positions = SinusoidalPositions(d, layout, offset=position_offset, frequencies=frequencies)
         elif positions == "learned":
             self.positions = LearnedPositions(d, max_positions)
         self.dropout = nn.Dropout(dropout)

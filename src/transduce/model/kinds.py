@@ -91,6 +91,8 @@ def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
         max_positions=cfg.max_positions,
         layout=cfg.pos_layout,
         scale=cfg.scale_embeddings,
+        position_offset=cfg.position_offset,
+        frequencies=cfg.pos_frequencies,
     )
 
 
