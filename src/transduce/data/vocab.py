@@ -16,7 +16,9 @@ from typing import Protocol
 
 import sentencepiece as spm
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+from .fairseq_vocab import FairseqVocab
+from .specials import BOS, EOS, PAD, UNK
+
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 FIRST_SYMBOL = len(SPECIALS)  # a symbol vocabulary's first symbol: class 0 of a label vocabulary
 SPECIAL_IDS = {"pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS}
@@ -214,7 +216,9 @@ def vocab_files(directory: Path) -> list[Path]:
 
 def vocab_exists(prefix: Path) -> bool:
     """Whether a vocabulary of any kind was saved under `prefix`."""
-    return any(Path(f"{prefix}{ext}").exists() for ext in (".spm", ".symbols.json", ".marian.json"))
+    return any(
+        Path(f"{prefix}{ext}").exists() for ext in (".spm", ".symbols.json", ".marian.json", ".fairseq.json")
+    )
 
 
 def load_vocab(prefix: Path) -> Vocab:
@@ -222,6 +226,8 @@ def load_vocab(prefix: Path) -> Vocab:
     spm_file, sym_file = Path(f"{prefix}.spm"), Path(f"{prefix}.symbols.json")
     if Path(f"{prefix}.marian.json").exists():
         return MarianVocab.load(prefix)
+    if Path(f"{prefix}.fairseq.json").exists():
+        return FairseqVocab.load(prefix)
     if spm_file.exists():
         return SentencePieceVocab(spm_file.read_bytes())
     if sym_file.exists():

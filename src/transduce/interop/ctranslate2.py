@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ..choices import CT2_QUANTIZATIONS
+from ..data.fairseq_vocab import FairseqVocab
 from ..data.vocab import BOS, EOS, PAD, UNK, MarianVocab, SentencePieceVocab, SymbolVocab, Vocab
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
@@ -34,6 +35,9 @@ TOKENS: dict[type, str] = {  # what the tokens are, by vocabulary kind
     MarianVocab: "Marian's sentencepiece pieces (the source and target tokenizers), a leading >>lang<< "
     "code as one token",
     SymbolVocab: "the symbols between single spaces of a line, joined by spaces on output",
+    FairseqVocab: "fairseq's sentencepiece pieces (M2M100, NLLB): the source tokenizer encodes a line after "
+    "its language token (__en__, eng_Latn), one token; translate_batch's target_prefix forces the target "
+    "language's token",
 }
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
 
@@ -274,7 +278,12 @@ def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> di
         shutil.copyfile(vocab_file, folder / vocab_file.name)
     files = {
         side: next(
-            (name for name in (f"{prefix}.spm", f"{prefix}.marian.spm") if (folder / name).is_file()), None
+            (
+                name
+                for name in (f"{prefix}.spm", f"{prefix}.marian.spm", f"{prefix}.fairseq.spm")
+                if (folder / name).is_file()
+            ),
+            None,
         )
         for side, prefix in (("source", "src"), ("target", "tgt"))
     }
