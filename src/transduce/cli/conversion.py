@@ -1,4 +1,5 @@
-"""Other toolkits' models: `import marian` into a transduce checkpoint, `export` out of one."""
+"""Other toolkits' models: `import marian` and `import m2m100` into a transduce checkpoint, `export`
+out of one."""
 
 from __future__ import annotations
 
@@ -41,6 +42,37 @@ def import_marian_cmd(
     )
 
 
+@import_app.command("m2m100")
+def import_m2m100_cmd(
+    hf_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A Hugging Face M2M100ForConditionalGeneration directory: config.json, model.safetensors, "
+            "sentencepiece.bpe.model, and the tokenizer that tokenizer_config.json names (M2M100Tokenizer: "
+            "vocab.json; NllbTokenizer: tokenizer.json)."
+        ),
+    ],
+    out: Annotated[Path, out_option("Checkpoint directory to write.")] = Path("imported"),
+    force: Force = False,
+) -> None:
+    """Import an M2M100 or NLLB model (e.g. facebook/m2m100_418M) as a transduce checkpoint.
+
+    Translate with the source language's token starting each line (`__en__ Hello`, `eng_Latn
+    Hello`) and the target language's forced first (`--prefix`, a file with `__de__` on every
+    line); the output text leaves it out. An existing -o is replaced only if `import m2m100` wrote
+    it (else --force)."""
+    from ..fileio import OutputError
+    from ..interop.bart import ConversionError
+    from ..interop.m2m100 import import_m2m100
+
+    with user_errors(ConversionError, OutputError):
+        cfg = import_m2m100(hf_dir, out, force)
+    console.print(
+        f"imported {hf_dir} ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} pre-norm layers, "
+        f"d={cfg.model.d_model}) into {out}"
+    )
+
+
 @app.command("export")
 def export_cmd(
     checkpoint: Checkpoint,
@@ -48,14 +80,24 @@ def export_cmd(
         str,
         typer.Option(
             metavar=one_of(EXPORT_FORMATS),
-            help="marian (a Hugging Face MarianMTModel directory) or ctranslate2.",
+            help="marian (a Hugging Face MarianMTModel directory), ctranslate2, or argos (an Argos "
+            "Translate package, .argosmodel: docs/argos-libretranslate.md).",
         ),
     ] = "marian",
-    out: Annotated[Path, out_option("Directory to write.")] = Path("exported"),
+    out: Annotated[
+        Path | None,
+        out_option(
+            "Directory to write (default: exported); argos: the package file (default: SRC_TGT.argosmodel)."
+        ),
+    ] = None,
     quantization: Annotated[
-        str,
-        typer.Option(metavar="TYPE", help=f"ctranslate2: the weights' type: {', '.join(CT2_QUANTIZATIONS)}."),
-    ] = "float32",
+        str | None,
+        typer.Option(
+            metavar="TYPE",
+            help=f"ctranslate2 and argos: the weights' type: {', '.join(CT2_QUANTIZATIONS)} (default: "
+            "float32; argos: int8, what Argos Translate computes in on a CPU anyway).",
+        ),
+    ] = None,
     force: Force = False,
     shortlist: Annotated[
         Path | None,
@@ -64,8 +106,22 @@ def export_cmd(
             "map, for translate_batch(use_vmap=True)."
         ),
     ] = None,
+    source_lang: Annotated[
+        str | None, typer.Option(help="argos: the source language's code (default: the dataset's --src).")
+    ] = None,
+    target_lang: Annotated[
+        str | None, typer.Option(help="argos: the target language's code (default: the dataset's --tgt).")
+    ] = None,
+    package_version: Annotated[str, typer.Option(help="argos: the package's version.")] = "1.0",
+    description: Annotated[
+        str | None, typer.Option(help="argos: a description (default: one from the checkpoint).")
+    ] = None,
+    license: Annotated[
+        str | None, typer.Option(help="argos: the license of the model, as you give it.")
+    ] = None,
 ) -> None:
-    """Export a checkpoint as a MarianMTModel directory or a CTranslate2 model.
+    """Export a checkpoint as a MarianMTModel directory, a CTranslate2 model or an Argos Translate
+    package.
 
     An existing -o is replaced only if `export` wrote it (else --force)."""
     from ..fileio import OutputError
@@ -75,14 +131,43 @@ def export_cmd(
 
     if format not in EXPORT_FORMATS:
         fail(f"--format {format!r}: allowed: {', '.join(EXPORT_FORMATS)}")
-    if quantization not in CT2_QUANTIZATIONS:
+    if quantization is not None and quantization not in CT2_QUANTIZATIONS:
         fail(f"--quantization {quantization!r}: allowed: {', '.join(CT2_QUANTIZATIONS)}")
     if shortlist is not None and format != "ctranslate2":
-        fail("--shortlist goes with --format ctranslate2 (a Marian model has no vocabulary map)")
+        fail("--shortlist goes with --format ctranslate2 (Marian models, Argos packages: no vocabulary map)")
+    if format == "argos":
+        given = {"source": source_lang, "target": target_lang, "version": package_version}
+        _export_argos(
+            checkpoint, out, quantization or "int8", force, **given, description=description, license=license
+        )
+        return
+    if source_lang or target_lang or description or license or package_version != "1.0":
+        fail("--source-lang, --target-lang, --package-version, --description, --license: for --format argos")
     listed = read_shortlist(shortlist)
+    out = out or Path("exported")
     with user_errors(MarianError, ExportError, CheckpointError, OutputError, ValueError):
         if format == "marian":
             export_marian(checkpoint, out, force)
         else:
-            export_ctranslate2(checkpoint, out, quantization, force, vmap=listed.vmap if listed else None)
+            vmap = listed.vmap if listed else None
+            export_ctranslate2(checkpoint, out, quantization or "float32", force, vmap=vmap)
     console.print(f"exported {checkpoint} to {out} ({format})")
+
+
+def _export_argos(
+    checkpoint: Path, out: Path | None, quantization: str, force: bool, **given: str | None
+) -> None:
+    """`export --format argos`: the package, named SRC_TGT.argosmodel unless -o says otherwise."""
+    from ..fileio import OutputError
+    from ..interop.argos import PackageInfo, export_argos
+    from ..interop.ctranslate2 import ExportError
+    from ..store.checkpoint import CheckpointError
+    from ..store.languages import LanguagesError
+
+    with user_errors(ExportError, CheckpointError, OutputError, LanguagesError):
+        info = PackageInfo(**given)
+        written, meta = export_argos(checkpoint, out, info, quantization, force)
+    console.print(
+        f"exported {checkpoint} to {written} (argos: {meta['from_code']} -> {meta['to_code']}, "
+        f"version {meta['package_version']})"
+    )
