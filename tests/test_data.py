@@ -404,3 +404,22 @@ def test_batches_are_those_of_the_rule_applied_example_by_example():
             assert make_batches(lengths, budget, seed, drop_long) == _batches_one_by_one(
                 lengths, budget, seed, drop_long
             )
+
+
+def test_input_already_waiting_is_read_in_groups_as_large_as_a_files_batching(tmp_path):
+    """A regular file is always readable, as a pipe whose writer is ahead: groups of STREAM_GROUP
+    lines, then the rest; every line once, in order, numbered for errors."""
+    import os
+
+    from transduce.data.corpus import STREAM_GROUP, stream_input
+
+    lines = [f"line {i}" for i in range(2 * STREAM_GROUP + 5)]
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        groups = list(stream_input(fd))
+    finally:
+        os.close(fd)
+    assert [len(g) for g in groups] == [STREAM_GROUP, STREAM_GROUP, 5]
+    assert [line for g in groups for line in g] == lines

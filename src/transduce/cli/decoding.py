@@ -151,8 +151,8 @@ InputFile = Annotated[
     typer.Option(
         "--input",
         "-i",
-        help="Input file; default stdin, answered line by line as it arrives (piped input in "
-        "batches of up to 64 lines).",
+        help="Input file; default stdin, answered line by line as it arrives (lines already waiting in "
+        "a pipe are decoded together, up to 4,096 at a time, as a file's are).",
     ),
 ]
 OutputFile = Annotated[

@@ -128,10 +128,15 @@ def read_input(path: Path | None) -> list[str]:
     return read_lines(path) if path is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
 
 
-def stream_input(fd: int, name: str = "<stdin>", max_lines: int = 64) -> Iterator[list[str]]:
+STREAM_GROUP = 4096  # lines a group of piped input may hold: decoded as one batching of a file's
+
+
+def stream_input(fd: int, name: str = "<stdin>", max_lines: int = STREAM_GROUP) -> Iterator[list[str]]:
     """Lines of a file descriptor (stdin) in groups as they arrive: a group holds the complete
     lines already available, up to `max_lines`, so an interactive line is answered at once while
-    piped input is still batched. Decoded as `decode_lines` does; UTF-8 errors name the line."""
+    piped input is batched (sorted by length and cut by the token budget) nearly as a file is:
+    groups of 64 lines made 6,000 piped lines take twice a file's time. Decoded as `decode_lines`
+    does; UTF-8 errors name the line."""
     pending, number, eof = b"", 1, False
     while not eof or pending:
         # Block on a read only while no complete line waits; otherwise take what is there.
