@@ -787,18 +787,33 @@ def serving(records: Path) -> Lines:
 
 
 def demo(records: Path) -> Lines:
-    """What `make demo` prints."""
-    record = newest(records, "demo", "demo")
+    """What `make demo` and `make demo-reverse` print."""
+    translation, reverse = newest(records, "demo", "demo"), newest(records, "demo", "demo-reverse")
+    test = translation["rows"][0]
+    dev, longer = reverse["rows"]
+    rows = [
+        {
+            "command": "`make demo`",
+            "job": translation["job"],
+            "result": f"test BLEU {test['bleu']:.1f}, chrF {test['chrf']:.1f} (beam 4)",
+            "time": translation["time"],
+        },
+        {
+            "command": "`make demo-reverse`",
+            "job": "the `small` preset learns `reverse`, 1,000 steps",
+            "result": f"sequence accuracy {dev['seq_acc']:.2f} on lengths 1-10, "
+            f"{longer['seq_acc']:.2f} on 11-20",
+            "time": "about 10 minutes, 2 cores",
+        },
+    ]
+    columns = {"command": "command", "job": "what it trains", "result": "result", "time": "wall time"}
     return [
-        "## The demo",
+        "## The demos",
         "",
-        "`make demo`: the `small` preset on the `reverse` task, 1,000 steps (about 10 minutes on 2 cores; "
-        f"host: {record['host']}; date: {record['date']}):",
+        *markdown_table(rows, columns),
         "",
-        *markdown_table(
-            record["rows"],
-            {"split": "split", "char_acc": "character accuracy", "seq_acc": "sequence accuracy"},
-        ),
+        f"Hosts and dates: `make demo` {translation['host']}, {translation['date']}; `make demo-reverse` "
+        f"{reverse['host']}, {reverse['date']}.",
     ]
 
 
