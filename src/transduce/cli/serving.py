@@ -25,7 +25,29 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from ..decode.shortlist import Shortlist
+    from ..serve import Limits, Listen
+    from ..store.languages import Languages
     from ..store.load import LoadedModel
+
+
+ApiKey = Annotated[
+    str | None,
+    typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY); empty: error."),
+]
+SourceLang = Annotated[
+    str | None,
+    typer.Option(
+        help="The source language's code for the LibreTranslate-compatible API (default: the checkpoint's: "
+        "its dataset's prepare --src, a multilingual model's pairs)."
+    ),
+]
+TargetLang = Annotated[
+    str | None,
+    typer.Option(help="The target language's code for the LibreTranslate-compatible API (as --source-lang)."),
+]
 
 
 @app.command()
@@ -34,10 +56,7 @@ def serve(
     checkpoints: Checkpoints,
     host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    api_key: Annotated[
-        str | None,
-        typer.Option(help="Require this X-API-Key header (default: $TRANSDUCE_API_KEY); empty: error."),
-    ] = None,
+    api_key: ApiKey = None,
     max_segments: Annotated[int, typer.Option(help="Most segments per request (more: 413).")] = 64,
     max_chars: Annotated[int, typer.Option(help="Most characters per segment (more: 413).")] = 2000,
     max_body_bytes: Annotated[
@@ -84,15 +103,18 @@ def serve(
     shortlist: ShortlistFile = None,
     static_cache: StaticCache = False,
     engine: EngineOption = "torch",
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
 ) -> None:
-    """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page).
+    """A REST translation server: POST /translate, /attention; GET /health, /info, / (demo page);
+    a LibreTranslate-compatible API under /libretranslate/ (POST /translate, GET /languages).
 
     Several checkpoints are served as their ensemble (/attention shows the first one's weights).
     With --engine ctranslate2, requests are batched, bounded and answered as on the torch engine;
     calls take turns between batches instead of between decoding steps, /attention is refused
     (CTranslate2 gives no attention weights here) and so is a request's sampling seed.
     The OpenAPI schema is at /openapi.json (no /docs page: it would load its scripts from a CDN)."""
-    from ..serve import Limits, Listen, check_listen, create_app, run_server, server_api_key
+    from ..serve import Limits, Listen, check_listen, run_server, server_api_key
 
     with user_errors(ValueError):
         key = server_api_key(api_key)
@@ -105,9 +127,42 @@ def serve(
     loaded = loaded_models(checkpoints, quantize, threads, device, engine, listed)
     if static_cache:
         loaded = _with_static_cache(loaded)
+    run_server(_application(loaded, limits, key, listed, listen, source_lang, target_lang), listen)
+
+
+def _application(
+    loaded: list[LoadedModel],
+    limits: Limits,
+    key: str | None,
+    listed: Shortlist | None,
+    listen: Listen,
+    source: str | None,
+    target: str | None,
+) -> FastAPI:
+    """The app, its languages named where the user gives them (else the checkpoint's), and a line
+    saying where the LibreTranslate-compatible API is."""
+    from ..serve import create_app
+    from ..store.languages import model_languages
+
     with user_errors(ValueError):
-        application = create_app(loaded, limits, key, listed)
-    run_server(application, listen)
+        given = model_languages(loaded[0], source, target) if source or target else None
+        application = create_app(loaded, limits, key, listed, given)
+    _say_languages(application.state.languages, listen)
+    return application
+
+
+def _say_languages(languages: Languages | None, listen: Listen) -> None:
+    """Where the LibreTranslate-compatible API is and what it translates, or how to name that."""
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    where = f"http://{host}:{listen.port}/libretranslate/"
+    if languages is None:
+        console.print(
+            f"LibreTranslate-compatible API at {where}: the model's languages are unknown; "
+            "give --source-lang and --target-lang to use it"
+        )
+        return
+    pairs = ", ".join(f"{s} -> {t}" for s, t in languages.pairs)
+    console.print(f"LibreTranslate-compatible API at {where}: {pairs} (from {languages.origin})")
 
 
 def _warn_if_open(host: str, key: str | None) -> None:

@@ -14,7 +14,9 @@ By concern: `schema` (the JSON bodies, derived from DecodeConfig), `limits` (bou
 is counted), `jobs` and `scheduler` (the queue and the batcher: plain asyncio), `turns` (decode
 threads taking turns between steps), `middleware` and `auth` (what every request passes
 through), `routes`, `app` (the application) and `listen` (the address, uvicorn, and the deadline
-on receiving a request).
+on receiving a request). The LibreTranslate-compatible API under /libretranslate is routes over
+our /translate: `libretranslate` (its routes), `libretranslate_request` (its requests, as JSON,
+forms or query strings), `libretranslate_errors` (its error shape) and `markup` (html's text).
 """
 
 from .app import create_app

@@ -21,7 +21,10 @@ class _BodyTooLarge(HTTPException):
 
 class BodyLimit:
     """ASGI middleware: 413 for a body over `limit` bytes, by its Content-Length before reading
-    any of it, or as soon as a streamed body passes the limit, so no request is buffered whole."""
+    any of it, or as soon as a streamed body passes the limit, so no request is buffered whole.
+    The route that reads the body answers it (through the app's handlers, so the
+    LibreTranslate-compatible API answers in its own shape); a route that reads no body never
+    sees it."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -32,8 +35,11 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.limit:
-            error = _BodyTooLarge(self.limit)
-            await JSONResponse({"detail": error.detail}, 413)(scope, receive, send)
+
+            async def refused() -> Message:  # the route reading the body answers, in its API's shape
+                raise _BodyTooLarge(self.limit)
+
+            await self.app(scope, refused, send)
             return
         seen = 0
 
