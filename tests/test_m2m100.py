@@ -6,6 +6,8 @@ import io
 import json
 import random
 import shutil
+import subprocess
+import sys
 
 import pytest
 import sentencepiece as spm
@@ -614,3 +616,51 @@ def test_ctranslate2_export_decodes_as_ours(imported, tmp_path):
             max_decoding_length=12,
         )
         assert [r.hypotheses[0] for r in results] == [[vocab.token(i) for i in h.tokens] for h in hyps]
+
+
+@pytest.mark.parametrize(
+    ("row", "fragment"),
+    [("config-marian", "not 'm2m_100'"), ("codes", "language_codes 'all'"), ("spm-garbage", "sentencepiece")],
+)
+def test_cli_import_m2m100_prints_one_error_line(damaged, row, fragment):
+    folder, outs = damaged
+    dict((i, d) for i, d, _ in BAD_M2M100)[row](folder)
+    run = subprocess.run(
+        [sys.executable, "-m", "transduce", "import", "m2m100", str(folder), "-o", str(outs / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
+    assert fragment in run.stderr and "Traceback" not in run.stderr
+    assert sorted(p.name for p in outs.iterdir()) == []
+
+
+def test_cli_import_and_export_m2m100(imported, tmp_path):
+    root, hf_model, _, ours = imported
+    result = CliRunner().invoke(app, ["import", "m2m100", str(root / "hf"), "-o", str(tmp_path / "ckpt")])
+    assert result.exit_code == 0, result.output
+    assert "2+2 pre-norm layers, d=32" in result.output
+    again = load_model(tmp_path / "ckpt").model.state_dict()
+    assert all(torch.equal(tensor, again[name]) for name, tensor in ours.model.state_dict().items())
+    args = ["export", str(tmp_path / "ckpt"), "--format", "m2m100", "-o", str(tmp_path / "hf")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    back = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert all(
+        torch.equal(back[name], tensor) for name, tensor in hf_model.state_dict().items() if name in back
+    )
+
+
+def test_export_m2m100_refuses_a_model_it_cannot_hold(imported, tmp_path):
+    """A native checkpoint (its own vocabulary, post-norm, the paper's sinusoids): one line
+    naming what M2M100 needs."""
+    from tiny_models import saved_checkpoint
+
+    saved_checkpoint(tmp_path / "native", list("abc"), seed=0)
+    args = ["export", str(tmp_path / "native"), "--format", "m2m100", "-o", str(tmp_path / "hf")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "cannot export losslessly: M2M100 needs one fairseq vocabulary" in result.output
+    assert "norm=pre" in result.output and not (tmp_path / "hf").exists()

@@ -7,7 +7,7 @@ from __future__ import annotations
 QUANTIZE = ("none", "int8")  # decoding: float32 as trained, or dynamic int8 linear layers (CPU)
 ENGINES = ("torch", "ctranslate2")  # what decodes: our PyTorch model, or a CTranslate2 export of it
 SPLITS = ("train", "dev", "test", "test_long")  # the splits of a generated task
-EXPORT_FORMATS = ("marian", "ctranslate2", "argos")
+EXPORT_FORMATS = ("marian", "m2m100", "ctranslate2", "argos")
 CT2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
 # `prepare`: what to do with a pair with an empty side, a tab inside a line, control characters
 EMPTY_PAIRS = ("skip", "reject")

@@ -80,8 +80,9 @@ def export_cmd(
         str,
         typer.Option(
             metavar=one_of(EXPORT_FORMATS),
-            help="marian (a Hugging Face MarianMTModel directory), ctranslate2, or argos (an Argos "
-            "Translate package, .argosmodel: docs/argos-libretranslate.md).",
+            help="marian (a Hugging Face MarianMTModel directory), m2m100 (an M2M100ForConditionalGeneration "
+            "directory, of a checkpoint `import m2m100` wrote), ctranslate2, or argos (an Argos Translate "
+            "package, .argosmodel: docs/argos-libretranslate.md).",
         ),
     ] = "marian",
     out: Annotated[
@@ -120,12 +121,13 @@ def export_cmd(
         str | None, typer.Option(help="argos: the license of the model, as you give it.")
     ] = None,
 ) -> None:
-    """Export a checkpoint as a MarianMTModel directory, a CTranslate2 model or an Argos Translate
-    package.
+    """Export a checkpoint as a MarianMTModel or M2M100ForConditionalGeneration directory, a
+    CTranslate2 model or an Argos Translate package.
 
     An existing -o is replaced only if `export` wrote it (else --force)."""
     from ..fileio import OutputError
     from ..interop.ctranslate2 import ExportError, export_ctranslate2
+    from ..interop.m2m100 import export_m2m100
     from ..interop.marian import MarianError, export_marian
     from ..store.checkpoint import CheckpointError
 
@@ -148,6 +150,8 @@ def export_cmd(
     with user_errors(MarianError, ExportError, CheckpointError, OutputError, ValueError):
         if format == "marian":
             export_marian(checkpoint, out, force)
+        elif format == "m2m100":
+            export_m2m100(checkpoint, out, force)
         else:
             vmap = listed.vmap if listed else None
             export_ctranslate2(checkpoint, out, quantization or "float32", force, vmap=vmap)
