@@ -268,3 +268,29 @@ def test_fine_tuning_that_would_do_nothing_or_else_is_refused(general, tmp_path,
     assert fragment in error
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained, no folder named that is not there
     assert sorted(p.name for p in (tmp_path / "tuned" / "checkpoints").glob("*")) == before
+
+
+# A fine-tuning run's overrides and flags, and whether it is told that it warms up again to the
+# general run's peak learning rate (train.warmup=3 at d_model 32, lr_scale 1: 0.1).
+REWARMING = [
+    ("the checkpoint's own schedule", [], "0.1 (at step 3), no lower than the peak"),
+    ("a shorter warm-up to a higher peak", ["train.warmup=2"], "0.13 (at step 2), no lower than the peak"),
+    ("a lower rate", ["train.lr_scale=0.25"], None),
+    ("a longer warm-up to a lower peak", ["train.warmup=12"], None),
+    ("the step kept, the schedule continued", ["train.steps=6", "--keep-step"], None),
+]
+
+
+@pytest.mark.parametrize(("args", "hint"), [r[1:] for r in REWARMING], ids=[r[0] for r in REWARMING])
+def test_fine_tuning_at_the_general_runs_peak_rate_is_hinted(general, tmp_path, args, hint):
+    run, data = general["run"], f"data.dataset={general['data']}"
+    command = ["train", run, data, "train.steps=2", *args, "--init-from", run, "--run-dir", tmp_path / "r"]
+    result = CliRunner().invoke(app, [str(a) for a in [*command, "--no-progress"]])
+    assert result.exit_code == 0, result.output
+    hints = [line for line in result.stderr.splitlines() if line.startswith("hint:")]
+    if hint is None:
+        assert hints == []
+    else:
+        (line,) = hints
+        assert hint in line and "was trained with (0.1); " in line
+        assert "For fine-tuning: train.lr_scale=0.1 train.warmup=50, and general data mixed" in line

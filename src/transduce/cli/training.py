@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from ..config import ConfigError
+from ..config import Config, ConfigError
 from .common import Force, Overrides, app, console, fail, out_option, presets, stdout, user_errors
 from .signals import terminated
 
 if TYPE_CHECKING:
     from ..train.trainer import Trainer
+
+# The fine-tuning schedule docs/training.md measured: a short warm-up to a tenth of the rate.
+FINETUNE_SCHEDULE = "train.lr_scale=0.1 train.warmup=50"
 
 
 @app.command()
@@ -87,7 +90,15 @@ def train(
                 trainer = Trainer(cfg, run, env, show_progress=progress)
                 init = None
                 if init_from is not None:
-                    init = partial(trainer.init_from, init_from, keep_optimizer, keep_step)
+                    init = partial(
+                        start_finetuning,
+                        trainer,
+                        cfg,
+                        init_from,
+                        keep_optimizer=keep_optimizer,
+                        keep_step=keep_step,
+                        main=env.main,
+                    )
                 metrics = trainer.fit(resume=resume, init=init)
             finally:
                 # Saved: a SIGTERM now (torchrun's agent stopping the survivor of a lost node, say)
@@ -98,6 +109,38 @@ def train(
     finally:  # the process's own again, before its exit handlers run: a SIGTERM among them
         signal.signal(signal.SIGTERM, previous)  # raised SystemExit there and printed a traceback
         env.close()
+
+
+def start_finetuning(
+    trainer: Trainer, cfg: Config, path: Path, *, keep_optimizer: bool, keep_step: bool, main: bool
+) -> None:
+    """Trainer.init_from (called when the run starts, not when it resumes), then, on the main
+    process, the hint of `rewarming_hint` where it applies."""
+    trainer.init_from(path, keep_optimizer, keep_step)
+    hint = None if keep_step or not main else rewarming_hint(cfg, path)
+    if hint is not None:
+        say(hint)
+
+
+def rewarming_hint(cfg: Config, checkpoint: Path) -> str | None:
+    """A hint when fine-tuning from `checkpoint` warms up again to at least the peak learning rate
+    it was trained with (as a preset's own schedule does): on a small domain set that rate undoes
+    much of what the model knew (docs/training.md, "Fine-tuning")."""
+    from ..config import build_config
+    from ..store.checkpoint import read_meta
+    from ..store.load import resolve_checkpoint
+    from ..train.schedule import InverseSqrt
+
+    trained = build_config(read_meta(resolve_checkpoint(checkpoint)).config, [])
+    run, before = (InverseSqrt(c.model.d_model, c.train.warmup, c.train.lr_scale) for c in (cfg, trained))
+    if run.peak < before.peak:
+        return None
+    return (
+        f"hint: this fine-tuning run warms up again to a learning rate of {run.peak:.2g} (at step "
+        f"{run.warmup}), no lower than the peak {checkpoint} was trained with ({before.peak:.2g}); on "
+        "a small domain set that undoes much of what the model learned. For fine-tuning: "
+        f"{FINETUNE_SCHEDULE}, and general data mixed into the domain's (docs/training.md, Fine-tuning)"
+    )
 
 
 def report_end(trainer: Trainer, run: Path, metrics: dict[str, float]) -> None:

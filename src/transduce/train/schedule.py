@@ -25,6 +25,11 @@ class InverseSqrt:
     def __call__(self, step: int) -> float:
         return inverse_sqrt_lr(step, self.d_model, self.warmup, self.scale)
 
+    @property
+    def peak(self) -> float:
+        """The highest rate, reached at the end of the warm-up."""
+        return self(self.warmup)
+
     def on_device(self, step: Tensor, dtype: torch.dtype) -> Tensor:
         """The rate at a step counted on the device, computed there (no synchronisation). In
         float64 it may differ from `__call__` in the last bit (pow against rsqrt)."""
