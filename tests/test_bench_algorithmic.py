@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root, where bench/ is
 
 from bench.algorithmic import headline  # noqa: E402
-from bench.algorithmic.grid import POSITIONS, config, parse, setting_name  # noqa: E402
+from bench.algorithmic.grid import POSITIONS, config, curve, parse, setting_name  # noqa: E402
 from bench.algorithmic.jobs import cell_argv  # noqa: E402
 from bench.records import mean_pair  # noqa: E402
 from transduce.fileio import RunLock  # noqa: E402
@@ -56,6 +56,36 @@ def test_the_settings_recorded_before_the_new_options_keep_their_names():
     assert not setting_name(parse(["--act-tau", "0.001"])).endswith("06b7eff0")
     assert not setting_name(parse(["--program-len", "4"])).endswith("06b7eff0")
     assert not setting_name(parse(["--position-range", "128"])).endswith("06b7eff0")
+
+
+def test_act_options_name_a_new_setting_and_reach_the_model():
+    """ACT's options (issue 91): at their defaults the recorded settings keep their names; changed,
+    they name a new setting and reach the model's config."""
+    defaults = [
+        *("--act-halt-bias", "1.0", "--act-min-steps", "1"),
+        *("--act-tau-start", "0", "--act-halt-lr", "1"),
+    ]
+    assert setting_name(parse(defaults)).endswith("06b7eff0")
+    changed = [
+        *("--act-halt-bias", "-3", "--act-min-steps", "2", "--act-tau-encoder", "0"),
+        *("--act-tau-start", "500", "--act-tau-ramp", "1000", "--act-halt-lr", "0.1"),
+    ]
+    args = parse(changed)
+    assert not setting_name(args).endswith("06b7eff0")
+    model = config(args, "reverse", "ut_act", "offset", 1).model
+    assert (model.act_halt_bias, model.act_min_steps, model.act_halt_lr) == (-3.0, 2, 0.1)
+    assert (model.act_tau_encoder, model.act_tau_decoder, model.act_tau) == (0.0, None, 0.01)
+    assert (model.act_tau_start, model.act_tau_ramp) == (500, 1000)
+
+
+def test_the_curve_holds_act_steps_per_stack_where_the_model_has_them():
+    validation = {"step": 500, "dev_char_acc": 0.5, "dev_seq_acc": 0.1, "dev_loss": 1.0}
+    steps = {"encoder_ponder_mean": 1.5, "encoder_ponder_max": 3.0, "decoder_ponder_mean": 7.0}
+    assert curve([validation | steps, {"step": 600, "train_loss": 2.0}, validation | {"step": 1000}]) == [
+        {"updates": 500, "dev_char": 0.5, "dev_seq": 0.1, "dev_loss": 1.0}
+        | {"encoder_ponder": 1.5, "decoder_ponder": 7.0},
+        {"updates": 1000, "dev_char": 0.5, "dev_seq": 0.1, "dev_loss": 1.0},
+    ]
 
 
 @pytest.mark.parametrize("positions", list(POSITIONS))

@@ -110,6 +110,17 @@ SETTING_KEYS = [  # every argument a run's result depends on (not the grid, thre
 # Keys added later: part of a setting only away from these defaults, so that the settings recorded
 # before them keep their names.
 LATER_KEYS = {"act_tau": 0.01, "program_len": 5, "program_nesting": 2, "position_range": 2048}
+# ACT's options (issue 91), model.<key> of the same name; None: the config's default
+ACT_KEYS = {
+    "act_halt_bias": 1.0,
+    "act_min_steps": 1,
+    "act_tau_encoder": None,
+    "act_tau_decoder": None,
+    "act_tau_start": 0,
+    "act_tau_ramp": 0,
+    "act_halt_lr": 1.0,
+}
+LATER_KEYS |= ACT_KEYS
 
 
 def setting(args: argparse.Namespace) -> dict[str, Any]:
@@ -152,6 +163,7 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
             f"train.warmup={args.warmup}",
             f"train.lr_scale={args.lr_scale}",
             f"model.act_tau={args.act_tau}",
+            *[f"model.{k}={getattr(args, k)}" for k in ACT_KEYS if getattr(args, k) is not None],
             f"model.position_range={args.position_range}",
             f"train.validate_every={args.curve_every or args.steps}",
             f"train.save_every={max(1, min(args.steps, 500))}",
@@ -215,13 +227,15 @@ def device_name(device: torch.device) -> str:
 
 
 def curve(history: list[dict]) -> list[dict[str, float]]:
-    """Dev accuracy (the training lengths) at each validation: the learning curve against updates."""
+    """Dev accuracy (the training lengths) at each validation: the learning curve against updates,
+    with ACT's mean steps per stack on dev where the model has them (`encoder_ponder` ...)."""
     return [
         {
             "updates": h["step"],
             "dev_char": h["dev_char_acc"],
             "dev_seq": h["dev_seq_acc"],
             "dev_loss": h["dev_loss"],
+            **{k.removesuffix("_mean"): h[k] for k in h if k.endswith("_ponder_mean")},
         }
         for h in history
         if "dev_seq_acc" in h
@@ -578,6 +592,22 @@ def grid_options(parser: argparse.ArgumentParser) -> None:
         help="UT steps per stack (UT+ACT: at most; tensor2tensor's adaptive tiny set caps ACT at 4)",
     )
     size.add_argument("--act-tau", type=float, default=0.01, help="ACT's ponder cost weight (model.act_tau)")
+    act = parser.add_argument_group(
+        "what may keep ACT recurring (model.<name>; docs/universal-transformer.md)"
+    )
+    act.add_argument("--act-halt-bias", type=float, default=1.0, help="the halting unit's initial bias")
+    act.add_argument("--act-min-steps", type=int, default=1, help="steps before ACT may halt a position")
+    act.add_argument(
+        "--act-tau-encoder", type=float, help="the encoder's ponder cost weight (default --act-tau)"
+    )
+    act.add_argument(
+        "--act-tau-decoder", type=float, help="the decoder's ponder cost weight (default --act-tau)"
+    )
+    act.add_argument("--act-tau-start", type=int, default=0, help="updates without the ponder cost")
+    act.add_argument(
+        "--act-tau-ramp", type=int, default=0, help="updates over which the ponder cost then rises"
+    )
+    act.add_argument("--act-halt-lr", type=float, default=1.0, help="the halting units' rate, a multiple")
     size.add_argument(
         "--position-range",
         type=int,

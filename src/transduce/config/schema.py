@@ -125,6 +125,44 @@ class ModelConfig(_Section):
     act: bool = False
     act_epsilon: float = Field(0.01, gt=0.0, lt=1.0)
     act_tau: float = Field(0.01, ge=0.0, le=1.0, description="ponder cost weight; 0..1")
+    # What may keep ACT recurring (issue 91; docs/universal-transformer.md)
+    act_halt_bias: float = Field(
+        1.0,
+        ge=-20.0,
+        le=20.0,
+        description="the halting unit's initial bias: 1 (tensor2tensor's) halts every position after "
+        "two steps at first, -3 (p ~ 0.05) runs every position through every step; -20..20",
+    )
+    act_min_steps: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="steps every position takes before ACT may halt it: the halting unit is read from "
+        "this step on (earlier steps weigh 0 in the output); at most each ACT stack's steps; 1..100",
+    )
+    act_tau_encoder: float | None = Field(
+        None, ge=0.0, le=1.0, description="the encoder's ponder cost weight (default act_tau); 0..1"
+    )
+    act_tau_decoder: float | None = Field(
+        None, ge=0.0, le=1.0, description="the decoder's ponder cost weight (default act_tau); 0..1"
+    )
+    act_tau_start: int = Field(
+        0, ge=0, le=COUNT_MAX, description=f"updates trained without the ponder cost; 0..{COUNT_MAX}"
+    )
+    act_tau_ramp: int = Field(
+        0,
+        ge=0,
+        le=COUNT_MAX,
+        description="updates after act_tau_start over which the ponder cost weight rises linearly from "
+        f"0 to its value (0: at once); 0..{COUNT_MAX}",
+    )
+    act_halt_lr: float = Field(
+        1.0,
+        gt=0.0,
+        le=100.0,
+        description="the halting units' learning rate, a multiple of the schedule's (Adam moves a "
+        "parameter by about the rate whatever its gradient's size); (0, 100]",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -134,6 +172,14 @@ class ModelConfig(_Section):
             )
         if self.arch == "universal" and self.kind != "encoder_decoder":
             raise ValueError("model.arch='universal' needs model.kind='encoder_decoder'")
+        if self.arch == "universal" and self.act:
+            fewest = min(self.encoder_steps, self.decoder_steps)
+            if self.act_min_steps > fewest:
+                raise ValueError(
+                    f"model.act_min_steps ({self.act_min_steps}) must not exceed a stack's steps "
+                    f"(encoder_steps {self.encoder_steps}, decoder_steps {self.decoder_steps}); "
+                    f"allowed: 1..{fewest}"
+                )
         if (
             self.arch == "transformer"
             and self.positions == "learned"
@@ -512,7 +558,11 @@ class Config(_Section):
 
 
 # Model settings that change training only, not the parameters or what they compute at test time.
-TRAINING_ONLY_MODEL_KEYS = ("dropout", "attention_dropout", "ffn_dropout", "act_tau")
+TRAINING_ONLY_MODEL_KEYS = (
+    *("dropout", "attention_dropout", "ffn_dropout"),
+    *("act_tau", "act_tau_encoder", "act_tau_decoder", "act_tau_start", "act_tau_ramp"),
+    *("act_halt_bias", "act_halt_lr"),  # an initial value and a rate: what a step computes is the same
+)
 
 
 def architecture_differences(a: ModelConfig, b: ModelConfig) -> list[str]:

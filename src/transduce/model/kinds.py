@@ -60,6 +60,8 @@ def _stack(cfg: ModelConfig, *, layers: int, steps: int, cross: bool, causal: bo
             norm=cfg.norm,
             act=cfg.act,
             act_epsilon=cfg.act_epsilon,
+            halt_bias=cfg.act_halt_bias,
+            min_steps=cfg.act_min_steps,
             layout=cfg.pos_layout,
             eps=cfg.layer_norm_eps,
         )

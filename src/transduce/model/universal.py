@@ -8,6 +8,14 @@ ACT (per position): after step t the halting unit gives p_t = sigmoid(w . H^t + 
 halts at the first step where its accumulated p would reach 1 - epsilon (or at step T); that
 step's weight is the remainder R = 1 - sum of earlier p. The output is the weighted sum of the
 step states (weights sum to 1); a halted position's state is frozen. Ponder cost = steps + R.
+With `min_steps` m > 1 the halting unit is first read at step m: the m - 1 steps before it weigh
+0 and every position takes them (a fixed-depth UT's first steps, then ACT).
+
+`halt_bias` is the halting unit's initial bias (its weights start at 0): +1, tensor2tensor's, gives
+p ~ 0.73, so every position halts at its second step until training moves it; -3 gives p ~ 0.05,
+every step at first (up to 20 steps: 20 x 0.047 < 0.99). A position that halts at step 1 takes
+R = 1 whatever p is, so nothing trains its halting unit there: a stack that reaches it everywhere
+stays there.
 
 The positions pos of P^t come in `StackInputs.positions`: drawn at random in training
 (randomised_positions.py), once per pass for all steps, or for each later step through
@@ -40,17 +48,19 @@ class UniversalStack(nn.Module):
         norm: str,
         act: bool,
         act_epsilon: float,
+        halt_bias: float = 1.0,
+        min_steps: int = 1,
         layout: str = "interleaved",
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        self.layer, self.steps, self.act_epsilon = layer, steps, act_epsilon
+        self.layer, self.steps, self.act_epsilon, self.min_steps = layer, steps, act_epsilon, min_steps
         self.positions = SinusoidalPositions(d, layout)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
         self.halt = nn.Linear(d, 1) if act else None
         if self.halt is not None:
             nn.init.zeros_(self.halt.weight)
-            nn.init.constant_(self.halt.bias, 1.0)  # p ~ 0.73 at first: a few steps per position
+            nn.init.constant_(self.halt.bias, halt_bias)
 
     @property
     def depth(self) -> int:
@@ -87,6 +97,11 @@ class UniversalStack(nn.Module):
             new = self.layer(state + coordinates, inputs.layer(t, caches))
             if self.halt is None:
                 state = new
+                continue
+            if t < self.min_steps - 1:  # before the halting unit is read: weight 0, no position halts
+                taken = taken + running.float()
+                state = torch.where(running.unsqueeze(-1), new, state)
+                weights.append(torch.zeros_like(accumulated))
                 continue
             p = torch.sigmoid(self.halt(new)).squeeze(-1).float()
             halts = running & ((accumulated + p >= 1.0 - self.act_epsilon) | (t == self.steps - 1))

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from ..data.vocab import FIRST_SYMBOL, PAD
 from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
 from ..model.kinds import assembly_for
+from ..model.universal import UniversalStack
 from .log import Throughput
 from .master import MasterWeights
 from .objective import Objective, objective_for
@@ -234,7 +236,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     # fused: one kernel for all parameters (CUDA: not one launch per list op), and the skip of a
     # non-finite step on the device (step.py)
     optimizer = torch.optim.Adam(
-        model.parameters(),
+        parameter_groups(model, cfg.model.act_halt_lr),
         lr=0.0,
         betas=t.adam_betas,
         eps=t.adam_eps,
@@ -263,6 +265,23 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         device=device,
         master=master,
     )
+
+
+def parameter_groups(model: nn.Module, halt_lr: float) -> list[dict[str, Any]]:
+    """Adam's parameter groups: one, or with model.act_halt_lr != 1 the halting units of ACT
+    apart, their rate that multiple of the schedule's (`lr_scale`, which the step reads). The
+    model's group comes first: its rate is the one logged."""
+    halting = [
+        p
+        for m in model.modules()
+        if isinstance(m, UniversalStack) and m.halt is not None
+        for p in m.halt.parameters()
+    ]
+    if halt_lr == 1.0 or not halting:
+        return [{"params": list(model.parameters())}]
+    apart = {id(p) for p in halting}
+    rest = [p for p in model.parameters() if id(p) not in apart]
+    return [{"params": rest}, {"params": halting, "lr_scale": halt_lr}]
 
 
 def training_net(module: nn.Module, env: Distributed, compile: bool) -> nn.Module:

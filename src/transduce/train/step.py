@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..config import Config
 from ..data.batching import Batch
-from ..model.ponder import ponder_loss
+from ..model.ponder import PonderWeights
 from .build import Distributed, Parts
 from .counters import APPLIED, StepCounters
 from .loss import label_smoothed_loss
@@ -38,15 +38,19 @@ class StepSettings:
     clip_norm: float | None
     precision: str  # fp32, bf16 or fp16 (autocast; fp16 with a loss scale)
     master_weights: bool  # bf16 weights for the passes, fp32 ones in Adam (no autocast)
-    act_tau: float  # ACT's ponder-cost weight
+    ponder: PonderWeights  # ACT's ponder cost weight per stack, along training
     max_bad_steps: int
 
     @classmethod
     def from_config(cls, cfg: Config) -> StepSettings:
-        t = cfg.train
-        return cls(
-            t.label_smoothing, t.clip_norm, t.precision, t.master_weights, cfg.model.act_tau, t.max_bad_steps
+        t, m = cfg.train, cfg.model
+        ponder = PonderWeights(
+            encoder=m.act_tau if m.act_tau_encoder is None else m.act_tau_encoder,
+            decoder=m.act_tau if m.act_tau_decoder is None else m.act_tau_decoder,
+            start=m.act_tau_start,
+            ramp=m.act_tau_ramp,
         )
+        return cls(t.label_smoothing, t.clip_norm, t.precision, t.master_weights, ponder, t.max_bad_steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +128,7 @@ class OptimizerStep:
                     out = self.objective.forward(self.net, b.to(self.device))
                     loss, nll = label_smoothed_loss(out.logits, target, self.settings.label_smoothing, IGNORE)
                 objective = loss * scale
-                ponder = ponder_loss(out.ponder, self.settings.act_tau)
+                ponder = self.settings.ponder.loss(out.ponder, self.counters.step + 1)
                 if ponder is not None:  # ACT's ponder cost, averaged over the step's batches
                     objective = objective + ponder / len(batches)
                 self.scaler.scale(objective).backward()
@@ -149,8 +153,8 @@ class OptimizerStep:
     def _update(self, outcome: Tensor) -> None:
         """Adam at the schedule's rate for the next applied step, masked by `outcome`."""
         lr = self.schedule.on_device(self.counters.step + 1, self.lr_dtype)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        for group in self.optimizer.param_groups:  # ACT's halting units may have a multiple of it
+            group["lr"] = lr * group["lr_scale"] if "lr_scale" in group else lr
         # GradScaler's protocol for fused optimizers: found_inf = 1 skips the update
         self.optimizer.found_inf = (outcome != APPLIED).float()  # type: ignore[attr-defined]
         self.optimizer.grad_scale = None  # type: ignore[attr-defined]  # unscaled already
