@@ -95,3 +95,12 @@ def test_fairseq_positions_equal_hugging_face_m2m100():
     assert torch.allclose(ours(7), theirs(ids)[0], atol=1e-5)
     for cached in (0, 3, 100):  # beyond HF's initial table too
         assert torch.allclose(ours(1, cached), theirs(ids[:, :1], cache_length=cached)[0], atol=1e-5)
+
+
+def test_a_token_can_read_another_tokens_row():
+    """fairseq's decoder starts from </s>: with token_row=(2, 3) the start token 2 reads row 3."""
+    emb = Embedding(20, 8, pad_id=0, dropout=0.0, token_row=(2, 3)).eval()
+    plain = Embedding(20, 8, pad_id=0, dropout=0.0).eval()
+    plain.tokens = emb.tokens
+    assert torch.equal(emb(torch.tensor([[2, 5, 3]])), plain(torch.tensor([[3, 5, 3]])))
+    assert not torch.equal(emb(torch.tensor([[2]])), plain(torch.tensor([[2]])))

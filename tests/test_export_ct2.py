@@ -129,7 +129,7 @@ def test_export_refuses_what_ctranslate2_cannot_represent(tmp_path):
 
 def test_export_rejects_unknown_format_and_quantization(tmp_path):
     bad = CliRunner().invoke(app, ["export", str(tmp_path), "--format", "onnx"])
-    assert bad.exit_code == 2 and "marian, ctranslate2" in bad.output
+    assert bad.exit_code == 2 and "marian, m2m100, ctranslate2, argos" in bad.output
     bad = CliRunner().invoke(
         app, ["export", str(tmp_path), "--format", "ctranslate2", "--quantization", "int3"]
     )

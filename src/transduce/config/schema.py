@@ -106,6 +106,12 @@ class ModelConfig(_Section):
         description="a fixed (never trained) output bias, as OPUS-MT models carry; "
         "`import marian` sets it (Marian's bias, and a mask on BOS, which repeats Marian's start row)",
     )
+    decoder_start_row: Literal["bos", "eos"] = Field(
+        "bos",
+        description="the embedding row the decoder's start token (BOS) reads: its own, or EOS's, as "
+        "fairseq's models (M2M100, NLLB) start decoding from </s>, so that fine-tuning trains one row for "
+        "both, as theirs does; `import m2m100` sets eos",
+    )
     local_window: int | None = Field(None, ge=0, le=POSITIONS_MAX, description=f"0..{POSITIONS_MAX}")
     num_classes: int | None = Field(None, ge=2, le=TOKENS_MAX, description=f"2..{TOKENS_MAX}")
     classifier: Literal["sequence", "token"] = "sequence"

@@ -2,9 +2,9 @@
 
 The spec describes every variant we train for translation (pre- or post-norm, sinusoidal or
 learned positions, tied or separate embeddings, any vocabulary), and its decoder starts from
-our BOS embedding, so the exported model computes what ours does. PAD is left out of both
-vocabularies (it is never an input the model sees unmasked) and BOS gets a -inf output bias:
-neither is ever generated, as in our search.
+our BOS embedding (EOS's, with model.decoder_start_row = eos), so the exported model computes
+what ours does. PAD is left out of both vocabularies (it is never an input the model sees
+unmasked) and BOS gets a -inf output bias: neither is ever generated, as in our search.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def build_spec(loaded: LoadedModel) -> Any:
     spec.config.unk_token = tgt.token(UNK)
     spec.config.bos_token = tgt.token(BOS)
     spec.config.eos_token = tgt.token(EOS)
-    spec.config.decoder_start_token = tgt.token(BOS)
+    spec.config.decoder_start_token = tgt.token(EOS if m.decoder_start_row == "eos" else BOS)
     spec.config.layer_norm_epsilon = m.layer_norm_eps
     return spec
 

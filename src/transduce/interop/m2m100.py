@@ -3,9 +3,11 @@
 The architecture is fairseq's pre-norm Transformer, each of its conventions a config option:
 `norm = "pre"` (a final layer norm closing each stack), embeddings scaled by sqrt(d), one table
 for source, target and output, and fairseq's sinusoids (`pos_layout = "halves"`, `pos_frequencies
-= "tensor2tensor"`, `position_offset` = padding_idx + 1: the first token is position 2). Special
-ids are permuted as Marian's are (bart.py: our BOS is a copy of the decoder-start row, `</s>`,
-masked in the output bias); the tables below map every other tensor, checked both ways.
+= "tensor2tensor"`, `position_offset` = padding_idx + 1: the first token is position 2), and a
+decoder that starts from `</s>`'s row (`decoder_start_row = "eos"`: fine-tuning trains one row for
+both uses, as fairseq's does, so a fine-tuned model exports as it computes). Special ids are
+permuted as Marian's are (bart.py: our BOS row a copy of `</s>`'s, masked in the output bias); the
+tables below map every other tensor, checked both ways.
 
 The vocabulary (data/fairseq_vocab.py, read by fairseq_tokenizers.py) carries the language tokens:
 a source starts with its language's token and the decoder's first output is forced to the target
@@ -84,9 +86,10 @@ def _hf_settings(hf: dict[str, Any]) -> tuple[str, bool]:
     return act, scale
 
 
-def m2m100_config(hf: dict[str, Any], beam: int) -> Config:
+def m2m100_config(hf: dict[str, Any], beam: int, starts_at_eos: bool) -> Config:
     """Our config for an M2M100 config.json: every convention an explicit option. Layerdrop is a
-    training regulariser our trainer does not apply; the position table is computed, not read."""
+    training regulariser our trainer does not apply; the position table is computed, not read.
+    `starts_at_eos`: the decoder starts from </s> (fairseq's way), whose row our BOS then reads."""
     sizes = structure(hf)
     act, scale = _hf_settings(hf)
     if hf.get("max_position_embeddings") is not None:
@@ -106,6 +109,7 @@ def m2m100_config(hf: dict[str, Any], beam: int) -> Config:
         "scale_embeddings": scale,
         "tie_embeddings": "all",
         "final_logits_bias": True,  # zero but for the mask on our BOS
+        "decoder_start_row": "eos" if starts_at_eos else "bos",
         "layer_norm_eps": HF_LAYER_NORM_EPS,
     }
     decode = {"beam": beam, "max_len_a": 1.0, "max_len_b": 50}
@@ -188,7 +192,9 @@ def import_m2m100(hf_dir: Path, out: Path, force: bool = False) -> Config:
     hf, weights = read_hf_directory(hf_dir, "m2m_100")
     generation = _generation(hf_dir, hf)
     beam = generation.get("num_beams")
-    cfg = m2m100_config(hf, beam if type(beam) is int and 1 <= beam <= 1000 else 4)
+    start = generation.get("decoder_start_token_id")
+    starts_at_eos = start is None or start == generation.get("eos_token_id")  # both checked below
+    cfg = m2m100_config(hf, beam if type(beam) is int and 1 <= beam <= 1000 else 4, starts_at_eos)
     size = int_key(hf, "vocab_size", 4, VOCAB_MAX)
     _check_shapes(cfg, weights, size, hf_dir / "model.safetensors")
     proto, dictionary, carried = read_tokenizer(hf_dir, size)
@@ -216,6 +222,9 @@ def _check_exportable(loaded: LoadedModel, state: dict[str, Tensor]) -> FairseqV
     fairseq = (m.positions, m.pos_layout, m.pos_frequencies) == ("sinusoidal", "halves", "tensor2tensor")
     if isinstance(vocab, FairseqVocab) and (not fairseq or m.position_offset != vocab.perm[PAD] + 1):
         problems.append("fairseq's sinusoids (halves, tensor2tensor, position_offset = pad id + 1)")
+    start_row = "eos" if isinstance(vocab, FairseqVocab) and vocab.perm[BOS] == vocab.perm[EOS] else "bos"
+    if m.decoder_start_row != start_row:
+        problems.append(f"decoder_start_row={start_row} (the decoder starts from that row)")
     if m.layer_norm_eps != HF_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={HF_LAYER_NORM_EPS}")
     bias = state.get("output.bias")

@@ -8,9 +8,7 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoid(
-    positions: Tensor, d: int, layout: str = "interleaved", frequencies: str = "paper"
-) -> Tensor:
+def sinusoid(positions: Tensor, d: int, layout: str = "interleaved", frequencies: str = "paper") -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), for any positions.
 
     `layout="halves"` puts all sines first and all cosines after (Marian's convention).
@@ -120,9 +118,12 @@ class Embedding(nn.Module):
         scale: bool = True,
         position_offset: int = 0,
         frequencies: str = "paper",
+        token_row: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d, padding_idx=pad_id)
+        # (token, row): that token id reads another's row (fairseq's decoder starts from </s>'s)
+        self.token_row = token_row
         nn.init.normal_(self.tokens.weight, std=d**-0.5)
         with torch.no_grad():
             self.tokens.weight[pad_id].zero_()
@@ -151,6 +152,8 @@ class Embedding(nn.Module):
             self.combine = nn.Sequential(nn.Linear(width, d), nn.ReLU(), nn.Linear(d, d))
 
     def _words(self, ids: Tensor, factors: Tensor | None) -> Tensor:
+        if self.token_row is not None:
+            ids = ids.masked_fill(ids.eq(self.token_row[0]), self.token_row[1])
         x = self.tokens(ids) * self.scale  # (batch, len, d)
         if self.factors is None:
             return x

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from ..config import ModelConfig
+from ..data.specials import BOS, EOS
 from .embeddings import Embedding
 from .layers import Stack, TransformerLayer
 from .randomised_positions import PositionRandomisation
@@ -95,6 +96,7 @@ def _embedding(cfg: ModelConfig, vocab_size: int, pad_id: int) -> Embedding:
         scale=cfg.scale_embeddings,
         position_offset=cfg.position_offset,
         frequencies=cfg.pos_frequencies,
+        token_row=(BOS, EOS) if cfg.decoder_start_row == "eos" else None,
     )
 
 
