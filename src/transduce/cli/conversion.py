@@ -3,6 +3,7 @@ out of one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -80,9 +81,8 @@ def export_cmd(
         str,
         typer.Option(
             metavar=one_of(EXPORT_FORMATS),
-            help="marian (a Hugging Face MarianMTModel directory), m2m100 (an M2M100ForConditionalGeneration "
-            "directory, of a checkpoint `import m2m100` wrote), ctranslate2, or argos (an Argos Translate "
-            "package, .argosmodel: docs/argos-libretranslate.md).",
+            help="marian, m2m100 (Hugging Face MarianMTModel, M2M100ForConditionalGeneration directories), "
+            "ctranslate2, or argos (an Argos Translate package, .argosmodel: docs/argos-libretranslate.md).",
         ),
     ] = "marian",
     out: Annotated[
@@ -127,8 +127,7 @@ def export_cmd(
     An existing -o is replaced only if `export` wrote it (else --force)."""
     from ..fileio import OutputError
     from ..interop.ctranslate2 import ExportError, export_ctranslate2
-    from ..interop.m2m100 import export_m2m100
-    from ..interop.marian import MarianError, export_marian
+    from ..interop.marian import MarianError
     from ..store.checkpoint import CheckpointError
 
     if format not in EXPORT_FORMATS:
@@ -148,14 +147,21 @@ def export_cmd(
     listed = read_shortlist(shortlist)
     out = out or Path("exported")
     with user_errors(MarianError, ExportError, CheckpointError, OutputError, ValueError):
-        if format == "marian":
-            export_marian(checkpoint, out, force)
-        elif format == "m2m100":
-            export_m2m100(checkpoint, out, force)
+        writer = _hf_writer(format)
+        if writer is not None:
+            writer(checkpoint, out, force)
         else:
             vmap = listed.vmap if listed else None
             export_ctranslate2(checkpoint, out, quantization or "float32", force, vmap=vmap)
     console.print(f"exported {checkpoint} to {out} ({format})")
+
+
+def _hf_writer(format: str) -> Callable[[Path, Path, bool], None] | None:
+    """The writer of a Hugging Face directory format (marian, m2m100); None for the others."""
+    from ..interop.m2m100 import export_m2m100
+    from ..interop.marian import export_marian
+
+    return {"marian": export_marian, "m2m100": export_m2m100}.get(format)
 
 
 def _export_argos(
