@@ -237,7 +237,7 @@ def test_cli_train_prints_one_error_line(tmp_path, args, fragment):
     ],
 )
 def test_sinusoid_options_need_a_transformer_with_sinusoids(overrides):
-    with pytest.raises(ConfigError, match="model.position_offset and model.pos_frequencies"):
+    with pytest.raises(ConfigError, match=r"model\.position_offset and model\.pos_frequencies"):
         load_config("small", overrides)
 
 
