@@ -783,7 +783,32 @@ def serving(records: Path) -> Lines:
         "",
         *markdown_table(latency["rows"], columns | {"p99_ms": "p99 ms", "large_s": "large request s"}),
         *provenance(latency, "serving"),
+        "",
+        deployment(records),
     ]
+
+
+def deployment(records: Path) -> str:
+    """One paragraph: Argos Translate and LibreTranslate on our package, and the
+    LibreTranslate-compatible API's throughput beside our own route's."""
+    argos = newest(records, "serve", "argos")
+    lt = newest(records, "serve", "libretranslate")["rows"][0]
+    apis = by(newest(records, "serve", "serving-apis")["rows"], "api")
+    alone = next(r for r in argos["rows"] if "per call" in r["ours"])
+    ours, compat = apis[("transduce",)], apis[("libretranslate",)]
+    share = compat["segments_per_s"] / ours["segments_per_s"]
+    return (
+        f"Deployment ([notes](argos-libretranslate.md), {argos['host']}, {argos['date']}): "
+        f"Argos Translate on our exported package writes {alone['identical_as_argos_writes_pct']}% "
+        f"of {alone['lines']} l10n lines as `translate --engine ctranslate2` with its settings "
+        f"({alone['identical']} byte-identical; the rest differ by its `_` as a space; "
+        "`python -m bench.serve.argos`); LibreTranslate serving it offline answered "
+        f"{lt['equal_to_argos_with_lt_formatting']} of {lt['lines']} as Argos plus its own formatting, "
+        f"{lt['downloads']} downloads (`python -m bench.serve.libretranslate`); the "
+        f"LibreTranslate-compatible API served {compat['segments_per_s']} segments/s to /translate's "
+        f"{ours['segments_per_s']} ({share:.2f}x), {compat['errors']} errors "
+        "(`python -m bench.serve.load --apis transduce libretranslate --rounds 6 --seconds 60`)."
+    )
 
 
 def demo(records: Path) -> Lines:
