@@ -5,6 +5,7 @@ forced first, `translate` through the CLI, the round trip, and broken directorie
 import io
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
+import transduce
 from transduce.cli import app
 from transduce.data.batching import encode_sources
 from transduce.data.vocab import BOS, EOS
@@ -664,3 +666,35 @@ def test_export_m2m100_refuses_a_model_it_cannot_hold(imported, tmp_path):
     assert result.exit_code == 2
     assert "cannot export losslessly: M2M100 needs one fairseq vocabulary" in result.output
     assert "norm=pre" in result.output and not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize(("src", "tgt"), PAIRS)
+def test_source_and_target_languages_by_name_reproduce_generate(imported, src, tgt):
+    """`tgt_lang` and `src_lang` (translate's --tgt-lang and --src-lang) put the source language's
+    token first and force the target language's: the text HF's generate gives; and scoring a
+    translation with them equals scoring it with the tokens given by hand."""
+    _, hf_model, tokenizer, ours = imported
+    expected = _generate(hf_model, tokenizer, src, tgt, num_beams=1)[1]
+    found = transduce.translate(
+        ours, TEXTS[src], greedy=True, max_len_a=0.0, max_len_b=12, tgt_lang=tgt, src_lang=src
+    )
+    assert found == expected
+    prefixes = language_tokens(ours, tgt, src)
+    typed = [f"{prefixes.source[0]} {text}" for text in TEXTS[src]]
+    by_name = transduce.score(ours, TEXTS[src], expected, tgt_lang=tgt, src_lang=src)
+    by_hand = transduce.score(ours, typed, [f"{prefixes.target[0]} {text}" for text in expected])
+    assert [s.log_prob for s in by_name] == pytest.approx([s.log_prob for s in by_hand])
+
+
+LANGUAGE_ERRORS = [
+    ({"tgt_lang": "de"}, "give it too"),
+    ({"tgt_lang": "xx", "src_lang": "en"}, "language 'xx' is not one of this model's"),
+    ({"src_lang": "en"}, "--src-lang en goes with --tgt-lang"),
+]
+
+
+@pytest.mark.parametrize(("languages", "fragment"), LANGUAGE_ERRORS)
+def test_a_language_the_model_cannot_read_is_one_clear_error(imported, languages, fragment):
+    _, _, _, ours = imported
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        transduce.translate(ours, TEXTS["en"], **languages)

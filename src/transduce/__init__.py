@@ -116,6 +116,7 @@ def translate(
     greedy: bool = False,
     prefixes: Sequence[str] | None = None,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
     **options: Any,
 ) -> list[str]:
     """Each line's output: its translation (a parser's tree, a classifier's labels, a language
@@ -125,9 +126,11 @@ def translate(
     "greedy" or "sample"), `beam`, `alpha`, `max_len_a`, `max_len_b`, `min_len`, `max_tokens`,
     `temperature`, `top_k`, `top_p`, `seed`); `greedy=True` and `sample=True` are spellings of
     `search`; `prefixes` gives each line the text its output starts with; `tgt_lang` a multilingual
-    model's target language (for lines that do not start with one of its tags). For several
-    outputs per line (`nbest`, `num_samples`) use `hypotheses`."""
-    found = hypotheses(model, lines, greedy=greedy, prefixes=prefixes, tgt_lang=tgt_lang, **options)
+    model's target language (for lines that do not start with one of its tags), with `src_lang`
+    for a model that reads the source language from a token (M2M100, NLLB). For several outputs
+    per line (`nbest`, `num_samples`) use `hypotheses`."""
+    languages = {"tgt_lang": tgt_lang, "src_lang": src_lang}
+    found = hypotheses(model, lines, greedy=greedy, prefixes=prefixes, **languages, **options)
     return [outputs[0].text for outputs in found]
 
 
@@ -138,6 +141,7 @@ def hypotheses(
     greedy: bool = False,
     prefixes: Sequence[str] | None = None,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
     **options: Any,
 ) -> list[list[Output]]:
     """Each line's outputs with their scores (`.text`, `.score`): the `nbest` best, or with
@@ -153,7 +157,9 @@ def hypotheses(
     if unknown:
         raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {', '.join(known)}")
     settings = decode_options(reader.config.decode, greedy=greedy or None, **options)
-    outputs, _ = translate_lines(model, lines, settings, prefixes=prefixes, tgt_lang=tgt_lang)
+    outputs, _ = translate_lines(
+        model, lines, settings, prefixes=prefixes, tgt_lang=tgt_lang, src_lang=src_lang
+    )
     return outputs
 
 
@@ -164,6 +170,7 @@ def score(
     *,
     per_token: bool = False,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
 ) -> list[Score]:
     """log P(target | source) of each pair (forced decoding), as `transduce score` prints it:
     `.log_prob` (EOS included), `.mean` per token, and with `per_token` each token's `.tokens`;
@@ -176,6 +183,7 @@ def score(
         _lines(targets, "targets"),
         per_token=per_token,
         tgt_lang=tgt_lang,
+        src_lang=src_lang,
     )
 
 

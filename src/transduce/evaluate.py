@@ -89,6 +89,7 @@ def evaluate_text(
     on_batch: Callable[[int, int], None] | None = None,
     shortlist: Shortlist | None = None,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
 ) -> TextReport:
     """BLEU/chrF of the model's (or ensemble's) translations against one or more reference sets,
     and the perplexity of the first set."""
@@ -104,6 +105,7 @@ def evaluate_text(
         shortlist=shortlist,
         scores=False,
         tgt_lang=tgt_lang,
+        src_lang=src_lang,
     )
     hypotheses = [o[0].text for o in outputs]
     scores = corpus_scores(hypotheses, *references)

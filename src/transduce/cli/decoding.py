@@ -137,6 +137,13 @@ TargetLanguage = Annotated[
         "for every line that does not start with one of the model's tags (>>fra<<) itself."
     ),
 ]
+SourceLanguage = Annotated[
+    str | None,
+    typer.Option(
+        help="A model that reads the source language from a token (an `import m2m100` checkpoint: "
+        "M2M100, NLLB): the source's language (e.g. en, or eng_Latn), with --tgt-lang."
+    ),
+]
 Prefix = Annotated[
     Path | None,
     typer.Option(
@@ -208,6 +215,7 @@ def translate(
     static_cache: StaticCache = False,
     engine: EngineOption = "torch",
     tgt_lang: TargetLanguage = None,
+    src_lang: SourceLanguage = None,
 ) -> None:
     """Translate lines: input order and line count kept; empty lines give empty lines.
 
@@ -240,6 +248,7 @@ def translate(
         prefix=prefix,
         prefixes=prefixes,
         tgt_lang=tgt_lang,
+        src_lang=src_lang,
     )
     if input is None and (output is None or str(output) == "-"):
         done = _translate_stream(run.rows)
@@ -265,6 +274,7 @@ class _Translation:
     prefix: Path | None
     prefixes: list[str] | None
     tgt_lang: str | None = None
+    src_lang: str | None = None
 
     def rows(self, lines: list[str], first: int, advance: Advance) -> list[str]:
         """Rows for input lines first, first + 1, ...; their prefixes taken from the same lines."""
@@ -284,6 +294,7 @@ class _Translation:
                 trees=self.src_trees,
                 max_src_len=self.max_src_len,
                 tgt_lang=self.tgt_lang,
+                src_lang=self.src_lang,
                 on_batch=advance,
                 prefixes=forced,
                 first=first,
@@ -392,6 +403,7 @@ def evaluate(
     static_cache: StaticCache = False,
     engine: EngineOption = "torch",
     tgt_lang: TargetLanguage = None,
+    src_lang: SourceLanguage = None,
 ) -> None:
     """BLEU and chrF (sacrebleu, signatures printed), perplexity, task accuracy, label accuracy of
     classifiers, or bracket F1.
@@ -446,6 +458,7 @@ def evaluate(
                 on_batch=advance,
                 shortlist=listed,
                 tgt_lang=tgt_lang,
+                src_lang=src_lang,
             )
     if output is not None:
         _write_output(output, report.hypotheses)
@@ -500,6 +513,7 @@ def score(
     device: Device = "auto",
     engine: EngineOption = "torch",
     tgt_lang: TargetLanguage = None,
+    src_lang: SourceLanguage = None,
 ) -> None:
     """Forced decoding: how probable the model finds each target given its source.
 
@@ -530,6 +544,7 @@ def score(
             per_token=per_token,
             on_batch=advance,
             tgt_lang=tgt_lang,
+            src_lang=src_lang,
         )
     vocab = loaded[0].tgt_vocab
     rows = []

@@ -1,16 +1,23 @@
-"""Decoding a multilingual model into a target language: the model's dataset was prepared with
-`prepare --pair`, each source starting with its target language's tag (`>>fra<<`), and the model
-translates into the language of the tag its input starts with. A line that already starts with one
-of the model's tags keeps it; otherwise the tag of the language asked for (`--tgt-lang fr`) is put
-in front. The tag is given as its own piece, as in training, whatever the text tokenizer would make
-of it."""
+"""Decoding a multilingual model into a target language, by either convention:
+
+- Ours and OPUS-MT's: the model's dataset was prepared with `prepare --pair`, each source starting
+  with its target language's tag (`>>fra<<`), and the model translates into the language of the
+  tag its input starts with. A line that already starts with one of the model's tags keeps it;
+  otherwise the tag of the language asked for (`--tgt-lang fr`) is put in front, as its own
+  piece, as in training, whatever the text tokenizer would make of it.
+- M2M100's and NLLB's (an `import m2m100` checkpoint): a source starts with its own language's
+  token (`--src-lang`), and the target language's token is forced as the first one the decoder
+  writes, as Hugging Face's `forced_bos_token_id` does; the vocabulary leaves it out of the text.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..data.fairseq_vocab import FairseqVocab
 from ..data.languages import LanguagePair, target_tags
 from ..data.vocab import piece_id
+from ..interop.m2m100 import language_tokens
 from ..store.load import LoadedModel
 
 
@@ -55,6 +62,48 @@ class TargetLanguages:
         """A line's leading tag, if it is one of the model's, and the rest of the line."""
         head, _, rest = line.lstrip().partition(" ")
         return (head, rest) if head in self.ids else (None, line)
+
+
+@dataclass(frozen=True)
+class LanguageInput:
+    """Lines made ready for a multilingual model: the text to encode, per line the token its
+    source starts with, and the token every output starts with (M2M100's convention)."""
+
+    texts: list[str]
+    first: list[int | None]
+    target: int | None = None
+
+
+def language_input(
+    loaded: LoadedModel, lines: list[str], tgt_lang: str | None, src_lang: str | None = None
+) -> LanguageInput:
+    """The lines as `loaded`'s convention wants them for `tgt_lang` (and, for M2M100's, `src_lang`);
+    a model of one pair takes neither language."""
+    if isinstance(loaded.src_vocab, FairseqVocab):
+        return _language_tokens(loaded, lines, tgt_lang, src_lang)
+    if src_lang is not None:
+        raise TargetLanguageError(
+            f"--src-lang {src_lang}: this model does not read the source language (M2M100 and NLLB "
+            "checkpoints do); leave it out"
+        )
+    texts, tags = tagged_lines(loaded, lines, tgt_lang)
+    return LanguageInput(texts, tags)
+
+
+def _language_tokens(
+    loaded: LoadedModel, lines: list[str], tgt_lang: str | None, src_lang: str | None
+) -> LanguageInput:
+    """M2M100's: the source language's token first, the target language's forced first; without
+    `tgt_lang` the lines are taken as they are (tokens typed in them, and --prefix)."""
+    if tgt_lang is None:
+        if src_lang is not None:
+            raise TargetLanguageError(f"--src-lang {src_lang} goes with --tgt-lang: give the target language")
+        return LanguageInput(lines, [None] * len(lines))
+    found = language_tokens(loaded, tgt_lang, src_lang)
+    vocab = loaded.src_vocab
+    first = piece_id(vocab, found.source[0])
+    firsts = [first if line.strip() else None for line in lines]
+    return LanguageInput(lines, firsts, piece_id(vocab, found.target[0]))
 
 
 def tagged_lines(

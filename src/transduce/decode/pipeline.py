@@ -30,7 +30,7 @@ from .engines import engine_kind
 from .ensemble import Ensemble
 from .inputs import encode_inputs
 from .kinds import decoding_for
-from .languages import tagged_lines, with_tags
+from .languages import language_input, with_tags
 from .scoring import Score
 from .search import Hypothesis
 from .shortlist import Shortlist
@@ -123,6 +123,13 @@ class Encoded:
     sources: list[list[int]]  # empty for empty lines
     annotations: list[SourceAnnotation] | None  # factored or syntax-aware models
     truncated: int  # how many lines were cut to max_src_len
+    target_first: int | None = None  # the token every output starts with (M2M100's target language)
+
+    def forced(self, prefixes: list[list[int]] | None) -> list[list[int]] | None:
+        """Each line's forced prefix: the target language's token (if any) before its own."""
+        if self.target_first is None:
+            return prefixes
+        return [[self.target_first, *p] for p in prefixes or [[] for _ in self.sources]]
 
 
 def encode_lines(
@@ -131,21 +138,23 @@ def encode_lines(
     trees: Path | None = None,
     max_src_len: int | None = None,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
 ) -> Encoded:
     """Encode lines (ValueError naming a bad line) and cut sources longer than `max_src_len`. A
-    multilingual model's sources start with a target-language tag: the line's own, else
-    `tgt_lang`'s (decode/languages.py)."""
+    multilingual model's sources start with a language's token: our tags' model with the target
+    language's (the line's own tag, else `tgt_lang`'s), M2M100's with `src_lang`'s, its outputs
+    then forced to start with `tgt_lang`'s (decode/languages.py)."""
     if max_src_len is not None and max_src_len < 1:
         raise ValueError(f"--max-src-len must be >= 1, not {max_src_len}")
-    texts, tags = tagged_lines(loaded, lines, tgt_lang)
-    sources, annotations = encode_inputs(loaded, texts, trees)
-    sources = with_tags(sources, tags)
+    languages = language_input(loaded, lines, tgt_lang, src_lang)
+    sources, annotations = encode_inputs(loaded, languages.texts, trees)
+    sources = with_tags(sources, languages.first)
     long = sum(max_src_len is not None and len(s) > max_src_len for s in sources)
     if long:
         sources = [s[:max_src_len] for s in sources]
         if annotations is not None:
             annotations = [a.truncate(max_src_len) for a in annotations]
-    return Encoded(sources, annotations, long)
+    return Encoded(sources, annotations, long, languages.target)
 
 
 @dataclass
@@ -197,6 +206,7 @@ def translate_lines(
     shortlist: Shortlist | None = None,
     scores: bool = True,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
 ) -> tuple[list[list[Output]], Encoded]:
     """Encode, decode and render `lines`: per line its n-best outputs (or its samples when
     `options.search` is "sample"); also what was encoded. `loaded`: one model or an ensemble's
@@ -204,14 +214,15 @@ def translate_lines(
     first: the number of lines[0] in a longer input read in parts (sampling seeds follow it).
     shortlist: score only the target tokens it lists for each batch's sources.
     scores=False: the outputs' scores are not read (they may be NaN: see Engine.decode).
-    tgt_lang: a multilingual model's target language, for the lines that name none."""
+    tgt_lang: a multilingual model's target language, for the lines that name none; src_lang: the
+    source language, for a model that reads it from a token (M2M100, NLLB)."""
     reader, engine = decoding_engine(loaded, shortlist)
-    encoded = encode_lines(reader, lines, trees, max_src_len, tgt_lang)
+    encoded = encode_lines(reader, lines, trees, max_src_len, tgt_lang, src_lang)
     forced = encode_prefixes(reader, prefixes, len(lines), first) if prefixes is not None else None
     request = Request(
         encoded.sources,
         options,
-        prefixes=forced,
+        prefixes=encoded.forced(forced),
         numbers=range(first, first + len(lines)),
         annotations=encoded.annotations,
         on_batch=on_batch,
@@ -231,6 +242,7 @@ def score_lines(
     per_token: bool = False,
     on_batch: Callable[[int, int], None] | None = None,
     tgt_lang: str | None = None,
+    src_lang: str | None = None,
 ) -> list[Score]:
     """log P(target | source) of each pair of lines (forced decoding), in input order.
 
@@ -240,7 +252,7 @@ def score_lines(
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} source lines and {len(targets)} target lines")
     reader, engine = decoding_engine(loaded)
-    encoded = encode_lines(reader, sources, trees, max_src_len, tgt_lang)
+    encoded = encode_lines(reader, sources, trees, max_src_len, tgt_lang, src_lang)
     if encoded.annotations is not None:
         for number, ids in enumerate(encoded.sources, 1):
             if not ids:
@@ -254,7 +266,7 @@ def score_lines(
         reader.config.decode.model_copy(update={"max_tokens": max_tokens}),
         annotations=encoded.annotations,
         on_batch=on_batch,
-        targets=encode_targets(reader.tgt_vocab, targets),
+        targets=encoded.forced(encode_targets(reader.tgt_vocab, targets)),
         per_token=per_token,
     )
     return engine.score(request)

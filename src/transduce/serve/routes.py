@@ -107,11 +107,13 @@ async def translate(body: TranslateRequest, request: Request, served: Service) -
         served.engine.check(options, prefixed=body.prefixes is not None)
         if options.sample and "seed" in given and not served.engine.seeds_each_input:
             raise OptionsError([("seed", _seeds_refused(served.engine))])
-        encoded = encode_lines(loaded, body.segments, tgt_lang=body.tgt_lang)
+        encoded = encode_lines(loaded, body.segments, tgt_lang=body.tgt_lang, src_lang=body.src_lang)
         check_min_len(encoded.sources, options)
-        prefixes = None
-        if body.prefixes is not None:
-            prefixes = encode_prefixes(loaded, body.prefixes, len(body.segments))
+        given = (
+            encode_prefixes(loaded, body.prefixes, len(body.segments)) if body.prefixes is not None else None
+        )
+        prefixes = encoded.forced(given)  # a target language's token first (M2M100's convention)
+        if prefixes is not None:
             prefixes = checked_prefixes(encoded.sources, prefixes, options)
     work = Work(encoded.sources, encoded.annotations, options, prefixes)
     results = await _decode(served, request, work)

@@ -83,6 +83,11 @@ class _TranslateBody(_Body):
         description="a multilingual model: the language to translate into, for the segments that do not "
         "start with one of its tags",
     )
+    src_lang: str | None = Field(
+        None,
+        description="with tgt_lang, for a model that reads the source language from a token (M2M100, "
+        "NLLB): the segments' language",
+    )
     greedy: bool | None = Field(None, description='greedy search instead of beam search (search: "greedy")')
     sample: bool | None = Field(None, description='draw outputs at random (search: "sample")')
 
