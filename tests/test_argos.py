@@ -15,7 +15,7 @@ from tiny import train_tiny
 from typer.testing import CliRunner
 
 import transduce
-from bench.serve.argos import ARGOS, argos_translate
+from bench.serve.argos import ARGOS, argos_translate, as_argos_writes
 from transduce.cli import app as cli
 from transduce.config import load_config
 from transduce.interop.argos import PackageInfo, check_packageable
@@ -192,4 +192,7 @@ def test_argos_translate_translates_as_our_ctranslate2_engine_offline(trained, t
         tmp / "run", engine="ctranslate2", quantize="int8"
     )  # as bench.serve.argos.ARGOS_SETTINGS
     mine = transduce.translate(model, sentences, beam=4, alpha=0.2, max_len_a=0.0, max_len_b=256, min_len=1)
-    assert theirs == mine  # the words have no `_`, which Argos would write as a space
+    assert theirs == [
+        as_argos_writes(line) for line in mine
+    ]  # Argos writes `_` as a space, drops a leading one
+    assert sum(t == m for t, m in zip(theirs, mine, strict=True)) >= len(mine) // 2  # most lines as they are
