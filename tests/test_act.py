@@ -52,12 +52,13 @@ def value(x):
     return float(x.detach()) if isinstance(x, torch.Tensor) else float(x)
 
 
-def graves_act(layer, halt, x, inputs, pad, *, steps, epsilon, min_steps, d):
+def graves_act(layer, halt, x, inputs, pad, *, steps, epsilon, min_steps, d, detach=False):
     """One ACT stack, position by position, from Graves (2016), eqs. 6-13 with the UT's step
     signal: h^n = sigmoid(W s^n + b); N = min{M, min{n : h^1 + ... + h^n >= 1 - epsilon}};
     R = 1 - (h^1 + ... + h^(N-1)); the output is sum_n p^n s^n with p^n = h^n for n < N and R
     for N; the ponder cost N + R. A halted position's state stays as it was for the others'
-    attention. The halting unit is first read at step `min_steps` (earlier steps weigh 0).
+    attention. The halting unit is first read at step `min_steps` (earlier steps weigh 0), and
+    with `detach` it reads s^n without its gradient.
     Returns the outputs (batch, n, d) (padding as it came) and each real position's cost."""
     batch, n, _ = x.shape
     state = [[x[b, i] for i in range(n)] for b in range(batch)]
@@ -75,7 +76,7 @@ def graves_act(layer, halt, x, inputs, pad, *, steps, epsilon, min_steps, d):
                 if t == min_steps:  # the output sums the steps from here
                     out[b][i] = torch.zeros_like(new[b, i])
                 if t >= min_steps:
-                    h = torch.sigmoid(halt(new[b, i]))[0]
+                    h = torch.sigmoid(halt(new[b, i].detach() if detach else new[b, i]))[0]
                     if t == steps or value(total[b][i]) + value(h) >= 1 - epsilon:
                         remainder = 1 - total[b][i]
                         out[b][i] = out[b][i] + remainder * new[b, i]
@@ -92,7 +93,7 @@ def naive_forward(model, src, tgt):
     """Logits and the mean ponder cost per stack of an ACT UT, each stack through graves_act."""
     enc, dec, d = model.encoder, model.decoder, model.src_embed.tokens.embedding_dim
     src_pad, tgt_pad = src.eq(0), tgt.eq(0)
-    common = {"d": d, "epsilon": enc.act_epsilon, "min_steps": enc.min_steps}
+    common = {"d": d, "epsilon": enc.act_epsilon, "min_steps": enc.min_steps, "detach": enc.halt_detach}
     memory, enc_cost = graves_act(
         enc.layer,
         enc.halt,
@@ -118,11 +119,17 @@ def naive_forward(model, src, tgt):
 # Halting chosen so that in each stack the positions halt at different steps: at steps 1, 2 and
 # 5 (pre-norm), 2-4 (post-norm), 3-5 (three steps at least)
 @pytest.mark.parametrize(
-    ("norm", "min_steps", "halting"),
-    [("pre", 1, (0.3, 5.0)), ("post", 1, (0.3, 2.0)), ("pre", 3, (0.1, 5.0))],
+    ("norm", "min_steps", "halting", "detach"),
+    [
+        ("pre", 1, (0.3, 5.0), False),
+        ("post", 1, (0.3, 2.0), False),
+        ("pre", 3, (0.1, 5.0), False),
+        ("pre", 1, (0.3, 5.0), True),
+    ],
 )
-def test_stacks_act_matches_graves_loop_values_and_gradients(norm, min_steps, halting):
-    model = model_of(ut_act(steps=5, norm=norm, act_min_steps=min_steps), halting)
+def test_stacks_act_matches_graves_loop_values_and_gradients(norm, min_steps, halting, detach):
+    cfg = ut_act(steps=5, norm=norm, act_min_steps=min_steps, act_halt_detach=str(detach).lower())
+    model = model_of(cfg, halting)
     src = torch.randint(4, V, (3, 7))
     src[1, 5:] = 0
     src[2, 2:] = 0
@@ -158,6 +165,14 @@ def test_stacks_act_matches_graves_loop_values_and_gradients(norm, min_steps, ha
         assert got[name].abs().sum() > 0, name  # the halting units learn from this loss
     for name in got:
         torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_detached_halting_unit_is_all_the_ponder_cost_trains():
+    model = model_of(ut_act(act_halt_detach="true"))
+    ponder = model(torch.randint(4, V, (2, 5)), torch.randint(4, V, (2, 6))).ponder
+    sum(p.mean_cost() for p in ponder.values()).backward()
+    trained = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert trained == {f"{side}.halt.{p}" for side in ("encoder", "decoder") for p in ("weight", "bias")}
 
 
 def test_a_bias_of_minus_three_takes_every_step_at_initialisation():
@@ -199,9 +214,9 @@ def test_ponder_weights_follow_their_schedule():
 
     model = model_of(ut_act())
     ponders = model(torch.randint(4, V, (2, 5)), torch.randint(4, V, (2, 6))).ponder
-    enc, dec = (float(ponders[side].mean_cost()) for side in ("encoder", "decoder"))
-    assert float(weights.loss(ponders, torch.tensor(125))) == pytest.approx(0.5 * (0.02 * enc + 0.01 * dec))
-    assert float(weights.loss(ponders, torch.tensor(100))) == 0.0
+    enc, dec = (value(ponders[side].mean_cost()) for side in ("encoder", "decoder"))
+    assert value(weights.loss(ponders, torch.tensor(125))) == pytest.approx(0.5 * (0.02 * enc + 0.01 * dec))
+    assert value(weights.loss(ponders, torch.tensor(100))) == 0.0
     same = PonderWeights(0.01, 0.01)  # one tau for both stacks: ponder_loss's value, to the bit
     assert torch.equal(same.loss(ponders, torch.tensor(7)), ponder_loss(ponders, 0.01))
 

@@ -68,12 +68,13 @@ def test_act_options_name_a_new_setting_and_reach_the_model():
     assert setting_name(parse(defaults)).endswith("06b7eff0")
     changed = [
         *("--act-halt-bias", "-3", "--act-min-steps", "2", "--act-tau-encoder", "0"),
-        *("--act-tau-start", "500", "--act-tau-ramp", "1000", "--act-halt-lr", "0.1"),
+        *("--act-tau-start", "500", "--act-tau-ramp", "1000", "--act-halt-lr", "0.1", "--act-halt-detach"),
     ]
     args = parse(changed)
     assert not setting_name(args).endswith("06b7eff0")
     model = config(args, "reverse", "ut_act", "offset", 1).model
     assert (model.act_halt_bias, model.act_min_steps, model.act_halt_lr) == (-3.0, 2, 0.1)
+    assert model.act_halt_detach
     assert (model.act_tau_encoder, model.act_tau_decoder, model.act_tau) == (0.0, None, 0.01)
     assert (model.act_tau_start, model.act_tau_ramp) == (500, 1000)
 

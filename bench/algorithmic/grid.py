@@ -119,6 +119,7 @@ ACT_KEYS = {
     "act_tau_start": 0,
     "act_tau_ramp": 0,
     "act_halt_lr": 1.0,
+    "act_halt_detach": False,
 }
 LATER_KEYS |= ACT_KEYS
 
@@ -128,6 +129,11 @@ def setting(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in SETTING_KEYS} | {
         k: getattr(args, k) for k, default in LATER_KEYS.items() if getattr(args, k) != default
     }
+
+
+def act_settings(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """ACT's options the grid was given (None leaves the config's default)."""
+    return [(k, getattr(args, k)) for k in ACT_KEYS if getattr(args, k) is not None]
 
 
 def setting_name(args: argparse.Namespace) -> str:
@@ -163,7 +169,7 @@ def config(args: argparse.Namespace, task: str, model: str, positions: str, seed
             f"train.warmup={args.warmup}",
             f"train.lr_scale={args.lr_scale}",
             f"model.act_tau={args.act_tau}",
-            *[f"model.{k}={getattr(args, k)}" for k in ACT_KEYS if getattr(args, k) is not None],
+            *[f"model.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in act_settings(args)],
             f"model.position_range={args.position_range}",
             f"train.validate_every={args.curve_every or args.steps}",
             f"train.save_every={max(1, min(args.steps, 500))}",
@@ -608,6 +614,11 @@ def grid_options(parser: argparse.ArgumentParser) -> None:
         "--act-tau-ramp", type=int, default=0, help="updates over which the ponder cost then rises"
     )
     act.add_argument("--act-halt-lr", type=float, default=1.0, help="the halting units' rate, a multiple")
+    act.add_argument(
+        "--act-halt-detach",
+        action="store_true",
+        help="the halting unit reads the state without its gradient (trains the halting unit alone)",
+    )
     size.add_argument(
         "--position-range",
         type=int,

@@ -162,6 +162,12 @@ class ModelConfig(_Section):
         description="updates after act_tau_start over which the ponder cost weight rises linearly from "
         f"0 to its value (0: at once); 0..{COUNT_MAX}",
     )
+    act_halt_detach: bool = Field(
+        False,
+        description="the halting unit reads the step's state without its gradient: what asks for "
+        "fewer or more steps (the task loss through the halting weights, the ponder cost) trains the "
+        "halting unit alone, not the shared layer",
+    )
     act_halt_lr: float = Field(
         1.0,
         gt=0.0,
@@ -567,7 +573,7 @@ class Config(_Section):
 TRAINING_ONLY_MODEL_KEYS = (
     *("dropout", "attention_dropout", "ffn_dropout"),
     *("act_tau", "act_tau_encoder", "act_tau_decoder", "act_tau_start", "act_tau_ramp"),
-    *("act_halt_bias", "act_halt_lr"),  # an initial value and a rate: what a step computes is the same
+    *("act_halt_bias", "act_halt_lr", "act_halt_detach"),  # what a step computes is the same
 )
 
 

@@ -63,6 +63,7 @@ def _stack(cfg: ModelConfig, *, layers: int, steps: int, cross: bool, causal: bo
             act_epsilon=cfg.act_epsilon,
             halt_bias=cfg.act_halt_bias,
             min_steps=cfg.act_min_steps,
+            halt_detach=cfg.act_halt_detach,
             layout=cfg.pos_layout,
             eps=cfg.layer_norm_eps,
         )

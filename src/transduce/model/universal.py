@@ -15,7 +15,8 @@ With `min_steps` m > 1 the halting unit is first read at step m: the m - 1 steps
 p ~ 0.73, so every position halts at its second step until training moves it; -3 gives p ~ 0.05,
 every step at first (up to 20 steps: 20 x 0.047 < 0.99). A position that halts at step 1 takes
 R = 1 whatever p is, so nothing trains its halting unit there: a stack that reaches it everywhere
-stays there.
+stays there. With `halt_detach` the halting unit reads the state without its gradient, so what
+asks for fewer or more steps trains the halting unit alone, not the shared layer.
 
 The positions pos of P^t come in `StackInputs.positions`: drawn at random in training
 (randomised_positions.py), once per pass for all steps, or for each later step through
@@ -50,11 +51,13 @@ class UniversalStack(nn.Module):
         act_epsilon: float,
         halt_bias: float = 1.0,
         min_steps: int = 1,
+        halt_detach: bool = False,
         layout: str = "interleaved",
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.layer, self.steps, self.act_epsilon, self.min_steps = layer, steps, act_epsilon, min_steps
+        self.halt_detach = halt_detach
         self.positions = SinusoidalPositions(d, layout)
         self.final_norm = nn.LayerNorm(d, eps=eps) if norm == "pre" else None
         self.halt = nn.Linear(d, 1) if act else None
@@ -103,7 +106,7 @@ class UniversalStack(nn.Module):
                 state = torch.where(running.unsqueeze(-1), new, state)
                 weights.append(torch.zeros_like(accumulated))
                 continue
-            p = torch.sigmoid(self.halt(new)).squeeze(-1).float()
+            p = torch.sigmoid(self.halt(new.detach() if self.halt_detach else new)).squeeze(-1).float()
             halts = running & ((accumulated + p >= 1.0 - self.act_epsilon) | (t == self.steps - 1))
             w = torch.where(halts, 1.0 - accumulated, torch.where(running, p, torch.zeros_like(p)))
             output = output + w.unsqueeze(-1).to(x.dtype) * new
