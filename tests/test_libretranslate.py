@@ -240,3 +240,22 @@ def test_a_multilingual_model_translates_into_the_target_asked(tmp_path):
             want = ours(server, ["the cat sat"], tgt_lang=target)
             got = sent(server, "form", {"q": "the cat sat", "source": "en", "target": target}).json()
             assert got == {"translatedText": want[0]}
+
+
+def test_an_m2m100_model_is_told_both_languages(tmp_path):
+    """An `import m2m100` checkpoint translates between any two of its language tokens: a request
+    from en to de comes back as /translate gives it with src_lang and tgt_lang."""
+    from test_m2m100 import TEXTS, make_m2m100
+
+    from transduce.interop.m2m100 import import_m2m100
+
+    make_m2m100(tmp_path / "hf")
+    import_m2m100(tmp_path / "hf", tmp_path / "ours")
+    with Server(create_app(load_model(tmp_path / "ours"), Limits(max_wait_ms=10))) as server:
+        listed = {lang["code"]: lang["targets"] for lang in httpx.get(f"{server.url}{API}/languages").json()}
+        assert len(listed) == 100 and {"de", "en", "fr"} <= set(listed["en"])
+        for source, target in (("en", "de"), ("fr", "en")):
+            want = ours(server, TEXTS[source], src_lang=source, tgt_lang=target)
+            got = sent(server, "json", {"q": TEXTS[source], "source": source, "target": target})
+            assert got.status_code == 200, got.text
+            assert got.json() == {"translatedText": want}

@@ -67,7 +67,7 @@ def check_packageable(loaded: LoadedModel) -> None:
     if loaded.tgt_vocab is not loaded.src_vocab:
         has = "separate source and target vocabularies"
     elif not isinstance(loaded.src_vocab, SentencePieceVocab):
-        has = "no sentencepiece vocabulary (its tokens are symbols, or Marian's)"
+        has = "no sentencepiece vocabulary of ours (its tokens are symbols, Marian's or fairseq's)"
     else:
         return
     raise ExportError(

@@ -69,7 +69,7 @@ async def translate(request: Request) -> dict[str, Any]:
         raise HTTPException(400, f"{ask.format} format is not supported")
     ranked = [[text] for text in ask.texts]  # into its own language: the text as it is
     if source != target:
-        ranked = await _ranked(request, ask, target)
+        ranked = await _ranked(request, ask, (source, target))
     best = [texts[0] for texts in ranked]
     answer: dict[str, Any] = {"translatedText": best if ask.batch else best[0]}
     if ask.alternatives:
@@ -117,12 +117,12 @@ def _pair(known: Languages | None, ask: LibreRequest) -> tuple[str, str]:
     return source, target
 
 
-async def _ranked(request: Request, ask: LibreRequest, target: str) -> list[list[str]]:
+async def _ranked(request: Request, ask: LibreRequest, pair: tuple[str, str]) -> list[list[str]]:
     """Per text, its translation and then its alternatives: each line (of each text run, for
     html) one segment of one call to our /translate, put back in place."""
     documents = [_pieces(text, ask.format) for text in ask.texts]
     segments = [p.content.strip() for doc in documents for p in doc if _sent(p)]
-    outputs = iter(await _translate(request, segments, target, ask.alternatives))
+    outputs = iter(await _translate(request, segments, pair, ask.alternatives))
     found = [[next(outputs) for p in doc if _sent(p)] for doc in documents]
     return [
         [_joined(doc, outs, ask.format, rank) for rank in range(ask.alternatives + 1)]
@@ -149,14 +149,19 @@ def _sent(piece: Piece) -> bool:
 
 
 async def _translate(
-    request: Request, segments: list[str], target: str, alternatives: int
+    request: Request, segments: list[str], pair: tuple[str, str], alternatives: int
 ) -> list[list[str]]:
     """Per segment its outputs, best first, from our /translate; a multilingual model is told
-    the target language (`tgt_lang`), a model of one pair translates into its one."""
+    the target language (`tgt_lang`; M2M100 the source's too), a model of one pair translates
+    into its one."""
+    source, target = pair
     if not segments:
         return []
     served: Served = request.app.state.served
-    given: dict[str, Any] = {"tgt_lang": target} if request.app.state.languages.tagged else {}
+    known: Languages = request.app.state.languages
+    given: dict[str, Any] = {"tgt_lang": target} if known.tagged else {}
+    if known.reads_source:
+        given["src_lang"] = source
     if alternatives > SERVER_BOUNDS["nbest"] - 1:
         raise HTTPException(
             400, f"Invalid request: alternatives parameter must be <= {SERVER_BOUNDS['nbest'] - 1}"

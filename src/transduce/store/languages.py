@@ -4,7 +4,9 @@ LibreTranslate-compatible API (`source`, `target`, GET /languages) and Argos Tra
 
 A multilingual checkpoint names its pairs (`prepare --pair`: meta.json's `languages`, copied into
 the checkpoint), and picks its target language by the tag its source starts with, so the target
-a request asks for must reach the decoding (`tgt_lang`). A checkpoint does not record the
+a request asks for must reach the decoding (`tgt_lang`). An `import m2m100` checkpoint (M2M100,
+NLLB) translates between any two of its vocabulary's language tokens and is told the source
+language too (`src_lang`). A checkpoint does not record the
 languages of a one-pair dataset: `prepare --src en --tgt de`
 names the corpus files' suffixes, which meta.json keeps among prepare's options, and training
 copies the dataset's facts but not its options. So they are read from the dataset the
@@ -20,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.fairseq_vocab import FairseqVocab
 from ..data.meta import DatasetMeta, MetaError, read_model
 from .load import LoadedModel
 
@@ -46,11 +49,13 @@ class LanguagesError(ValueError):
 @dataclass(frozen=True)
 class Languages:
     """The (source, target) pairs a model translates, where they were found (for messages), and
-    whether the model is told its target language (a multilingual model's tag: `tgt_lang`)."""
+    whether the model is told its target language (a multilingual model's tag or token:
+    `tgt_lang`) and its source language (M2M100's token: `src_lang`)."""
 
     pairs: tuple[tuple[str, str], ...]
     origin: str
     tagged: bool = False
+    reads_source: bool = False
 
     @property
     def sources(self) -> list[str]:
@@ -94,17 +99,22 @@ def dataset_languages(loaded: LoadedModel) -> Languages | None:
 
 
 def model_languages(loaded: LoadedModel, source: str | None = None, target: str | None = None) -> Languages:
-    """The model's languages: a multilingual checkpoint's pairs; else `source` and `target` where
-    the user names them (each checked as a code), the rest from the checkpoint's dataset; a
-    LanguagesError saying which options to give where a side is still unknown."""
+    """The model's languages: a multilingual checkpoint's pairs or language tokens; else `source`
+    and `target` where the user names them (each checked as a code), the rest from the
+    checkpoint's dataset; a LanguagesError saying which options to give where a side is still
+    unknown."""
+    tokens = loaded.src_vocab.languages.tokens if isinstance(loaded.src_vocab, FairseqVocab) else {}
+    if (loaded.meta.languages or tokens) and (source or target):
+        raise LanguagesError(
+            f"{loaded.path.name} names its languages (prepare --pair, or its language tokens); "
+            "--source-lang and --target-lang are for a model of one pair"
+        )
     if loaded.meta.languages:
-        if source or target:
-            raise LanguagesError(
-                f"{loaded.path.name} names its language pairs (prepare --pair); --source-lang and "
-                "--target-lang are for a model of one pair"
-            )
         pairs = tuple((p.src, p.tgt) for p in loaded.meta.languages)
         return Languages(pairs, "the checkpoint's pairs (prepare --pair)", tagged=True)
+    if tokens:
+        pairs = tuple((s, t) for s in sorted(tokens) for t in sorted(tokens) if s != t)
+        return Languages(pairs, "the model's language tokens", tagged=True, reads_source=True)
     found = dataset_languages(loaded)
     if source and target:
         pair = (check_code(source, "--source-lang"), check_code(target, "--target-lang"))
