@@ -46,7 +46,7 @@ from .metavars import one_of
 
 if TYPE_CHECKING:
     from ..decode.shortlist import Shortlist
-    from ..evaluate import AccuracyReport
+    from ..evaluate import AccuracyReport, TextReport
     from ..metrics import BleuReport
     from ..store.load import LoadedModel
 
@@ -460,6 +460,11 @@ def evaluate(
                 tgt_lang=tgt_lang,
                 src_lang=src_lang,
             )
+    _print_text_report(report, output)
+
+
+def _print_text_report(report: TextReport, output: Path | None) -> None:
+    """Keep the scored translations (-o), then print the scores and the reference perplexity."""
     if output is not None:
         _write_output(output, report.hypotheses)
     _print_scores(report.scores)
