@@ -212,7 +212,7 @@ def test_the_export_translates_with_ctranslate2_and_sentencepiece_alone(trained,
     origin = load_model(trained / "run").path
     assert json.loads(last) == [origin.name, load_model(origin).meta.step, False]  # no path of this machine
     info = json.loads((out / "transduce.json").read_text())
-    assert info["source_tokenizer"] == info["target_tokenizer"] == "src.spm"  # one shared vocabulary, one file
+    assert info["source_tokenizer"] == info["target_tokenizer"] == "src.spm"  # one shared file
     assert (out / "src.spm").read_bytes() == (origin / "src.spm").read_bytes()
     assert sorted(p.name for p in out.glob("*.spm")) == ["src.spm"]
 
