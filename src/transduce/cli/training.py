@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..config import Config, ConfigError
 from .common import Force, Overrides, app, console, fail, out_option, presets, stdout, user_errors
-from .signals import terminated
+from .signals import sigterm_stops
 
 if TYPE_CHECKING:
     from ..train.trainer import Trainer
@@ -64,51 +64,62 @@ def train(
     --resume continues the same run on the same data (interrupted runs); --init-from starts a new
     run from trained weights (fine-tuning on new data)."""
     from ..data.dataset import DatasetError
+    from ..fileio import OutputError
+    from ..store.checkpoint import CheckpointError
+    from ..train.build import setup_distributed
+    from ..train.trainer import Trainer, TrainingError
+
+    keeps = keep_optimizer or keep_step
+    cfg, run = config_and_run(config, overrides or [], run_dir, resume, init_from, keeps)
+    env = setup_distributed()
+    # A shell starts background jobs with SIGINT ignored; training saves as it stops, so it always may
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C, saving on the way out;
+    # the process's own handling is back before its exit handlers run (they printed tracebacks).
+    with sigterm_stops():
+        try:
+            with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
+                try:
+                    trainer = Trainer(cfg, run, env, show_progress=progress)
+                    init = None
+                    if init_from is not None:
+                        init = partial(
+                            start_finetuning,
+                            trainer,
+                            cfg,
+                            init_from,
+                            keep_optimizer=keep_optimizer,
+                            keep_step=keep_step,
+                            main=env.main,
+                        )
+                    metrics = trainer.fit(resume=resume, init=init)
+                finally:
+                    # Saved: a SIGTERM now (torchrun's agent stopping the survivor of a lost
+                    # node, say) is ignored, so that it cuts neither the error line nor the report.
+                    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if env.main:
+                report_end(trainer, run, metrics)
+        finally:
+            env.close()
+
+
+def config_and_run(
+    config: str, overrides: list[str], run_dir: Path | None, resume: bool, init_from: Path | None, keeps: bool
+) -> tuple[Config, Path]:
+    """The run's config and directory, checked before anything starts (one error line if not);
+    `keeps`: --keep-optimizer or --keep-step was given, which only --init-from takes."""
+    if keeps and init_from is None:
+        fail("--keep-optimizer and --keep-step go with --init-from")
     from ..fileio import OutputError, check_path
     from ..store.checkpoint import CheckpointError
     from ..store.load import config_from
-    from ..train.build import run_directory, setup_distributed
-    from ..train.trainer import Trainer, TrainingError
+    from ..train.build import run_directory
 
-    if (keep_optimizer or keep_step) and init_from is None:
-        fail("--keep-optimizer and --keep-step go with --init-from")
     with user_errors(ConfigError, OutputError, CheckpointError):
         if run_dir is not None:
             check_path(run_dir, renamed=False)  # a name too long, say: said before anything starts
-        cfg = config_from(config, overrides or [])
-        run = run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
-    env = setup_distributed()
-    # SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C: the trainer saves the
-    # steps since the last checkpoint on the way out
-    previous = signal.signal(signal.SIGTERM, terminated)
-    # A shell starts background jobs with SIGINT ignored, and Python keeps that: `kill -INT` of
-    # such a run would do nothing. Training saves before it stops, so Ctrl-C always stops it.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
-            try:
-                trainer = Trainer(cfg, run, env, show_progress=progress)
-                init = None
-                if init_from is not None:
-                    init = partial(
-                        start_finetuning,
-                        trainer,
-                        cfg,
-                        init_from,
-                        keep_optimizer=keep_optimizer,
-                        keep_step=keep_step,
-                        main=env.main,
-                    )
-                metrics = trainer.fit(resume=resume, init=init)
-            finally:
-                # Saved: a SIGTERM now (torchrun's agent stopping the survivor of a lost node, say)
-                # is ignored, so that it cuts neither the error line nor the report short.
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if env.main:
-            report_end(trainer, run, metrics)
-    finally:  # the process's own again, before its exit handlers run: a SIGTERM among them
-        signal.signal(signal.SIGTERM, previous)  # raised SystemExit there and printed a traceback
-        env.close()
+        cfg = config_from(config, overrides)
+        return cfg, run_directory(config, run_dir, resume, cfg.data.dataset, init_from)
 
 
 def start_finetuning(
