@@ -388,7 +388,10 @@ def finish_dataset(
     src_vocab.save(directory / "src")
     if tgt_vocab is not None:
         tgt_vocab.save(directory / "tgt")
-    (directory / "meta.json").write_text(full.model_dump_json(indent=2), encoding="utf-8")
+    # A dataset of one pair writes no `languages`: its meta.json stays what it was before datasets
+    # could hold several (the same bytes, tests/test_prepare_bytes.py).
+    unused = {"languages"} if not full.languages else None
+    (directory / "meta.json").write_text(full.model_dump_json(indent=2, exclude=unused), encoding="utf-8")
 
 
 def prepare_task(cfg: DataConfig, out: Path, force: bool = False) -> Dataset:
