@@ -172,7 +172,7 @@ def test_import_transduce_loads_no_torch():
 def test_the_api_sits_above_what_it_calls():
     """The layer checker reads the package's own __init__ (the API) and places it on top."""
     found = imports_of(PACKAGE / "__init__.py")
-    assert {"decode.pipeline", "store.load", "train.trainer", "train.build"} <= found
+    assert {"decode.pipeline", "store.load", "train.trainer", "train.run_dir"} <= found
     assert all(LAYERS[name.split(".")[0]] < LAYERS["__init__"] for name in found)
 
 

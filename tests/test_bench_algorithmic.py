@@ -23,7 +23,7 @@ from bench.algorithmic import headline  # noqa: E402
 from bench.algorithmic.grid import POSITIONS, config, curve, parse, setting_name  # noqa: E402
 from bench.algorithmic.jobs import cell_argv  # noqa: E402
 from bench.records import mean_pair  # noqa: E402
-from transduce.fileio import RunLock  # noqa: E402
+from transduce.train.run_dir import RunLock  # noqa: E402
 
 TINY = [
     *("--models", "transformer", "--positions", "none", "--steps", "3", "--width", "16", "--d-ff", "32"),

@@ -28,8 +28,9 @@ from tiny import TINY, tiny_config, train_tiny
 from typer.testing import CliRunner
 
 from transduce.cli import app
-from transduce.fileio import RunLock, WriteError, check_output_dir, written_by
+from transduce.fileio import WriteError, check_output_dir, written_by
 from transduce.store.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
+from transduce.train.run_dir import RunLock
 from transduce.train.trainer import Trainer
 
 WORDS = [

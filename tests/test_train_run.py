@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from transduce.cli import app
 from transduce.fileio import written_by
 from transduce.store.checkpoint import load_checkpoint, step_checkpoints
+from transduce.train.averaging import Keeping, Kept, stable_window
 from transduce.train.progress import Limit, TrainingProgress, first_limit
-from transduce.train.run_dir import Keeping, Kept, stable_window
 from transduce.train.trainer import Trainer
 
 

@@ -13,7 +13,7 @@ def test_teacher_forced_accuracy_matches_a_loop_over_examples_and_positions(tmp_
     trainer = Trainer(cfg, tmp_path / "run", show_progress=False)
     metrics = trainer.fit()
     split = trainer.data.splits["test_long"]
-    dev = trainer.dev_loss(split)
+    dev = trainer.validator.dev_loss(split)
 
     right = scored = exact = 0
     trainer.model.eval()
@@ -32,4 +32,4 @@ def test_teacher_forced_accuracy_matches_a_loop_over_examples_and_positions(tmp_
     assert dev.forced.char == right / scored
     assert dev.forced.sequence == exact / len(split)
     assert 0 < dev.forced.char < 1  # part-trained: the comparison is not between two trivial values
-    assert metrics["dev_forced_acc"] == trainer.dev_loss(trainer.data.splits["dev"]).forced.char
+    assert metrics["dev_forced_acc"] == trainer.validator.dev_loss(trainer.data.splits["dev"]).forced.char

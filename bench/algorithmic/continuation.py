@@ -13,7 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-from transduce.fileio import OutputError, RunLock, remove_stale_temporaries, temporary, write_text_atomic
+from transduce.fileio import OutputError, remove_stale_temporaries, temporary, write_text_atomic
+from transduce.train.run_dir import RunLock
 
 MARKER = "continued.json"  # in the longer run's folder: what it continues, and that run's cost
 SPENT = "interrupted.json"  # in a run's folder: the CPU its interrupted invocations spent on it

@@ -67,8 +67,9 @@ from transduce.config import Config, load_config
 from transduce.data.dataset import Split
 from transduce.data.tasks import SHORTEST, examples_of_length
 from transduce.decode.torch_engine import decode_all
-from transduce.fileio import OutputError, RunLock
+from transduce.fileio import OutputError
 from transduce.metrics import accuracy
+from transduce.train.run_dir import RunLock
 from transduce.train.trainer import Trainer
 from transduce.train.validation import DevPass
 
@@ -200,7 +201,7 @@ def accuracy_at(trainer: Trainer, cfg: Config, length: int, count: int) -> dict[
     return {
         "char": acc.char,
         "seq": acc.sequence,
-        **forced(trainer.dev_loss(Split.from_lists(sources, refs))),
+        **forced(trainer.validator.dev_loss(Split.from_lists(sources, refs))),
     }
 
 
@@ -211,7 +212,7 @@ def t2t_accuracy(trainer: Trainer, cfg: Config, longest: int) -> dict[str, float
     computed (its text does not say)."""
     lengths = range(SHORTEST.get(cfg.data.task, 1), longest + 1)
     sources, refs = encoded(trainer, [examples_of_length(cfg.data, n, 1, seed=1)[0] for n in lengths])
-    return forced(trainer.dev_loss(Split.from_lists(sources, refs)), "t2t")
+    return forced(trainer.validator.dev_loss(Split.from_lists(sources, refs)), "t2t")
 
 
 def forced(dev: DevPass, name: str = "forced") -> dict[str, float]:
@@ -285,7 +286,7 @@ def new_result(
     """A cell's record, before the sweep over lengths."""
     task, model, positions, seed = cell
     headline = TASKS[task].headline
-    test = trainer.dev_loss(trainer.data.splits[headline])  # ACT steps and accuracy, teacher-forced
+    test = trainer.validator.dev_loss(trainer.data.splits[headline])  # ACT steps and accuracy, teacher-forced
     return {
         "task": task,
         "model": model,
@@ -368,7 +369,7 @@ def measure(args: argparse.Namespace, folder: Path, cell: Cell, work: Path) -> N
         result.update(origin)
     began = time.process_time()
     if "forced_char" not in result:
-        result.update(forced(trainer.dev_loss(trainer.data.splits[TASKS[cell[0]].headline])))
+        result.update(forced(trainer.validator.dev_loss(trainer.data.splits[TASKS[cell[0]].headline])))
     if "t2t_char" not in result and not TASKS[cell[0]].lte:
         result.update(t2t_accuracy(trainer, cfg, args.test_len))
     for n in missing:

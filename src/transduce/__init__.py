@@ -64,7 +64,7 @@ def fit(
     from pathlib import Path
 
     from .config import Config, build_config
-    from .train.build import run_directory
+    from .train.run_dir import run_directory
     from .train.trainer import Trainer
 
     if (keep_optimizer or keep_step) and init_from is None:

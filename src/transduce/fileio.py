@@ -6,23 +6,19 @@ it, and replaces an existing directory only if that same command wrote it (or `f
 Output files are replaced atomically when regular and written through when they are devices,
 pipes or symlinks. A write the system refuses (a full disk, a file size limit, a name too long)
 is a `WriteError` naming the output, with what was there before left as it was. New files get
-the permissions the umask gives, whichever library writes them. A run directory is held by one
-training process at a time (`RunLock`).
+the permissions the umask gives, whichever library writes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
 import shutil
-import socket
 import stat
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -345,46 +341,3 @@ def write_output_file(path: Path | None, text: str) -> None:
     write_text_atomic(target, text)
     if mode is not None:
         os.chmod(target, mode)
-
-
-class RunLock:
-    """An exclusive lock on a run directory, held while one process trains into it.
-
-    The kernel drops an `flock` when its process dies, so a lock left by a killed run is
-    taken over at once; the lock file names the holder for the error message. A tool that
-    does more with a run than train it (train, then evaluate) holds a lock of its own `name`
-    around the whole, since training takes the directory's `.lock` itself."""
-
-    def __init__(self, run_dir: Path, name: str = ".lock", holder: str = "transduce train") -> None:
-        self.path = Path(run_dir) / name
-        self.holder = holder
-        self.file: IO[str] | None = None
-
-    def __enter__(self) -> RunLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            file = self.path.open("a+", encoding="utf-8")
-        except OSError as exc:
-            raise OutputError(f"{self.path}: cannot take the run directory's lock: {exc.strerror}") from None
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            file.seek(0)
-            holder = file.read().strip() or "another process"
-            file.close()
-            raise OutputError(
-                f"{self.path.parent} is in use by {holder}; wait for it to finish or use another --run-dir"
-            ) from None
-        file.seek(0)
-        file.truncate()
-        started = time.strftime("%Y-%m-%d %H:%M:%S")
-        file.write(f"process {os.getpid()} on {socket.gethostname()} ({self.holder}, since {started})\n")
-        file.flush()
-        self.file = file
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.file is not None:
-            fcntl.flock(self.file, fcntl.LOCK_UN)
-            self.file.close()
-            self.file = None

@@ -113,7 +113,7 @@ def config_and_run(
     from ..fileio import OutputError, check_path
     from ..store.checkpoint import CheckpointError
     from ..store.load import config_from
-    from ..train.build import run_directory
+    from ..train.run_dir import run_directory
 
     with user_errors(ConfigError, OutputError, CheckpointError):
         if run_dir is not None:
@@ -180,7 +180,7 @@ def show_samples(trainer: Trainer, count: int = 5) -> None:
     table = Table(title="dev samples (greedy)")
     for col in ("source", "reference", "output", "ok"):
         table.add_column(col)
-    for source, reference, output in trainer.samples(count):
+    for source, reference, output in trainer.validator.samples(count):
         table.add_row(source, reference, output, "yes" if output == reference else "no")
     stdout.print(table)
 

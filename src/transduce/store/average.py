@@ -7,7 +7,14 @@ from pathlib import Path
 import torch
 
 from ..fileio import check_output_dir
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, step_checkpoints, vocab_digest
+from .checkpoint import (
+    CHECKPOINTS,
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    step_checkpoints,
+    vocab_digest,
+)
 from .load import write_model_checkpoint
 from .meta import Averaged
 
@@ -16,9 +23,9 @@ def last_checkpoints(run_dir: Path, k: int) -> list[Path]:
     """The newest `k` checkpoints of a run (fewer if it has fewer: the caller says so)."""
     if k < 1:
         raise CheckpointError(f"--last {k}: give a number of checkpoints >= 1")
-    paths = step_checkpoints(Path(run_dir) / "checkpoints")
+    paths = step_checkpoints(Path(run_dir) / CHECKPOINTS)
     if not paths:
-        raise CheckpointError(f"{run_dir}: no checkpoints under {run_dir}/checkpoints")
+        raise CheckpointError(f"{run_dir}: no checkpoints under {Path(run_dir) / CHECKPOINTS}")
     return paths[-k:]
 
 

@@ -7,6 +7,10 @@ A checkpoint is a directory:
   trainer.safetensors    optimizer tensors and RNG states   (training checkpoints only)
   trainer.json           optimizer scalars, step, data position, counters
 It is written to a temporary directory and renamed, so a crash never leaves half of one.
+
+A training run keeps its checkpoints in <run>/checkpoints/ckpt-NNNNNNNN and names its best one in
+<run>/best.json (train/run_dir.py holds the rest of a run's layout); the names are here, where
+decoding resolves a run directory (store/load.py), below the training that writes them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ from ..fileio import atomic_directory, write_safetensors
 from .meta import CheckpointMeta
 
 STEP_DIR = re.compile(r"^ckpt-(\d{8})$")
+CHECKPOINTS = "checkpoints"  # <run>/checkpoints: a run's step checkpoints
+BEST = "best.json"  # <run>/best.json: the step of the best one
+
+
+def checkpoint_name(step: int) -> str:
+    """The directory name of step `step`'s checkpoint (STEP_DIR)."""
+    return f"ckpt-{step:08d}"
 
 
 class CheckpointError(ValueError):

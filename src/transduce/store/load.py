@@ -17,8 +17,11 @@ from ..data.vocab import Vocab, load_vocab, vocab_exists
 from ..data.vocab_size import PAPER_SIZE
 from ..model import build_model
 from .checkpoint import (
+    BEST,
+    CHECKPOINTS,
     Checkpoint,
     CheckpointError,
+    checkpoint_name,
     load_checkpoint,
     load_weights,
     read_meta,
@@ -61,10 +64,10 @@ def resolve_checkpoint(path: Path) -> Path:
     path = Path(path)
     if (path / "config.json").exists():
         return path
-    steps = step_checkpoints(path / "checkpoints")
+    steps = step_checkpoints(path / CHECKPOINTS)
     if not steps:
         raise CheckpointError(f"{path}: neither a checkpoint nor a run directory with checkpoints")
-    best = path / "best.json"
+    best = path / BEST
     if best.exists():
         try:
             step = Best.model_validate_json(best.read_text(encoding="utf-8")).step
@@ -72,7 +75,7 @@ def resolve_checkpoint(path: Path) -> Path:
             raise CheckpointError(
                 f"{best}: unreadable ({type(exc).__name__}); delete it to use the newest"
             ) from None
-        candidate = path / "checkpoints" / f"ckpt-{step:08d}"
+        candidate = path / CHECKPOINTS / checkpoint_name(step)
         if not candidate.exists():
             raise CheckpointError(
                 f"{best}: names step {step}, but {candidate} is missing; give a checkpoint directory "
@@ -195,7 +198,7 @@ def vocab_source(path: Path) -> Path:
     """The directory whose vocabulary files another dataset should reuse: a checkpoint (or a run
     directory's best checkpoint), or a prepared dataset."""
     path = Path(path)
-    if (path / "config.json").exists() or (path / "checkpoints").is_dir():
+    if (path / "config.json").exists() or (path / CHECKPOINTS).is_dir():
         return resolve_checkpoint(path)
     if vocab_exists(path / "src"):
         return path
@@ -206,7 +209,7 @@ def config_from(source: str, overrides: list[str]) -> Config:
     """The config a user names: a checkpoint or run directory's own, or a preset or file; with
     the overrides applied."""
     path = Path(source)
-    if (path / "config.json").is_file() or (path / "checkpoints").is_dir():
+    if (path / "config.json").is_file() or (path / CHECKPOINTS).is_dir():
         return build_config(read_meta(resolve_checkpoint(path)).config, overrides)
     return load_config(source, overrides)  # any other directory: refused there
 

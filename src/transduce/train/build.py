@@ -1,6 +1,6 @@
 """Everything training needs, built from the config in one place: the data, the model (wrapped
 for DDP), the objective of its kind, Adam, the learning-rate schedule, the batch sampler, the
-validation metrics of the data's kind and the throughput accounting. The trainer only runs the
+validation of the data's kind and the throughput accounting. The trainer only runs the
 loop over these parts."""
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from ..data.batching import BatchSampler, round_up
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.kinds import data_kind
 from ..data.vocab import FIRST_SYMBOL, PAD
-from ..fileio import OutputError, enclosing_output, within
 from ..model import build_model
 from ..model.kinds import assembly_for
 from ..model.universal import UniversalStack
 from .log import Throughput
 from .master import MasterWeights
 from .objective import Objective, objective_for
+from .run_dir import RunLayout
 from .schedule import InverseSqrt
-from .validation import METRICS, Metrics, Predict, check_best_metric
+from .validation import Validator, check_best_metric
 
 
 @dataclass
@@ -44,6 +44,15 @@ class Distributed:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+    def agree(self, flag: bool, device: torch.device) -> bool:
+        """True when any rank says so, so that all ranks stop or validate together (their clocks
+        differ)."""
+        if self.world == 1:
+            return flag
+        value = torch.tensor([float(flag)], device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
 
     def close(self) -> None:
         """Leave the process group while the interpreter is whole. Left to the process's exit,
@@ -69,58 +78,14 @@ def setup_distributed() -> Distributed:
     return Distributed(int(os.environ.get("RANK", "0")), world)
 
 
-def run_directory(
-    config: str,
-    given: Path | None,
-    resume: bool,
-    dataset: str | None = None,
-    init_from: Path | None = None,
-) -> Path:
-    """Where a run's checkpoints and logs go: `given`, else runs/<config name>. Starting afresh
-    (not `resume`) where checkpoints already are is an OutputError: they would be mixed. So is a
-    run directory in the `dataset` or in any other command's output (a dataset, a checkpoint):
-    the run would write among its files, and writing that output again would delete the run;
-    and a fine-tuning run (`init_from`) inside the run it starts from, or in a run directory
-    that already holds checkpoints (it would resume them and ignore `init_from`)."""
-    run = given or Path("runs") / Path(config).stem
-    if init_from is not None and run.resolve() in (init_from.resolve(), *init_from.resolve().parents):
-        raise OutputError(f"the run directory {run} holds --init-from {init_from}; give a new --run-dir")
-    if dataset is not None and within(run, Path(dataset)):
-        raise OutputError(
-            f"{run} is or lies inside the dataset {dataset}; give --run-dir a folder outside it"
-        )
-    inside = enclosing_output(run)
-    if inside is not None:
-        raise OutputError(
-            f"{run} is or lies inside {inside[0]}, which `transduce {inside[1]}` wrote; "
-            "give --run-dir a folder outside it"
-        )
-    for folder in (run, run / "checkpoints"):
-        if folder.exists() and not folder.is_dir():
-            raise OutputError(f"{folder} is not a directory; give --run-dir a folder")
-    holds_checkpoints = (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir())
-    if holds_checkpoints and init_from is not None:
-        raise OutputError(
-            f"{run} already holds checkpoints, and --init-from starts a new run; give a new --run-dir "
-            f"(or leave out --init-from to resume {run})"
-        )
-    if holds_checkpoints and not resume:
-        raise OutputError(f"{run} already holds checkpoints; use --resume or another --run-dir")
-    if not holds_checkpoints and (run / "best.json").exists():  # a run writes it with a checkpoint
-        raise OutputError(
-            f"{run / 'best.json'} exists but {run} holds no checkpoints, so it is not this run's and "
-            "training would replace it; move it away or give another --run-dir"
-        )
-    return run
-
-
 def load_data(cfg: Config, run_dir: Path, env: Distributed) -> Dataset:
     """A prepared dataset directory, or the generated task written under the run directory."""
     if cfg.data.task is not None:
+        generated = RunLayout(run_dir).data
         if env.main:
-            prepare_task(cfg.data, run_dir / "data")
+            prepare_task(cfg.data, generated)
         env.barrier()
-        return Dataset(run_dir / "data")
+        return Dataset(generated)
     if cfg.data.dataset is not None:
         return Dataset(Path(cfg.data.dataset))
     raise ConfigError("set data.dataset (a directory from `transduce prepare`) or data.task")
@@ -139,7 +104,7 @@ class Parts:
     optimizer: torch.optim.Optimizer  # fused Adam
     schedule: InverseSqrt  # step (from 1) -> learning rate
     sampler: BatchSampler
-    metrics: Callable[[Dataset, Predict], Metrics]
+    validator: Validator
     throughput: Throughput
     device: torch.device
     master: MasterWeights | None = None  # train.master_weights: the bf16 copy the passes run
@@ -260,7 +225,15 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         optimizer=optimizer,
         schedule=InverseSqrt(cfg.model.d_model, t.warmup, t.lr_scale),
         sampler=sampler,
-        metrics=METRICS[data.meta.data_kind],
+        validator=Validator(
+            data=data,
+            model=model,
+            objective=objective,
+            device=device,
+            decode=cfg.decode,
+            max_tokens=cfg.data.max_tokens,
+            label_smoothing=t.label_smoothing,
+        ),
         throughput=Throughput.for_training(cfg.model, train, len(data.tgt_vocab), device, t.precision),
         device=device,
         master=master,

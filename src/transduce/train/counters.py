@@ -12,10 +12,14 @@ saves is the state at the last of them.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from .state import TrainingError, TrainState
 
 # Outcomes of a step, as the device records them.
 APPLIED, NON_FINITE, OVERFLOW, HALTED = 0, 1, 2, 3
@@ -102,3 +106,60 @@ class StepCounters:
             step_tokens=int(step_tokens),
             grad_norm=norm,
         )
+
+
+class ReadBack:
+    """The steps queued since the counters were last read back, with the sampler's position after
+    each: a read-back moves the state and the data position a checkpoint saves together, to the
+    last step the counters counted."""
+
+    def __init__(self, counters: StepCounters, position: dict[str, int]) -> None:
+        self.counters, self.position = counters, position
+        self.pending: list[dict[str, int]] = []
+        self.deferred = False  # within the training loop: steps are not read back one by one
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Within the block, a step is read back only where the loop asks."""
+        self.deferred = True
+        try:
+            yield
+        finally:
+            self.deferred = False
+
+    def queue(self, position: dict[str, int]) -> None:
+        """A step is queued; `position`: the sampler's after its batches."""
+        self.pending.append(position)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def read(self, state: TrainState) -> Tally:
+        """The device's counters into `state` (one synchronisation)."""
+        tally = self.counters.read()
+        counted = tally.step - state.step + tally.skipped - state.skipped
+        if counted:
+            self.position = self.pending[counted - 1]
+        self.pending.clear()
+        state.step, state.skipped, state.bad_in_row = tally.step, tally.skipped, tally.bad_in_row
+        state.tokens += tally.tokens
+        return tally
+
+    def check(
+        self, state: TrainState, skipped: int, scaler: torch.amp.GradScaler, say: Callable[[str], None]
+    ) -> None:
+        """After a read-back in the training loop: say how many updates were skipped since the one
+        before (`skipped` then), and end the run after train.max_bad_steps non-finite ones in a row."""
+        if state.skipped > skipped:
+            scale = f"; loss scale now {scaler.get_scale():g}" if scaler.is_enabled() else ""
+            say(
+                f"step {state.step}: {state.skipped - skipped} update(s) skipped since the last read-back "
+                f"(non-finite loss or gradient, or an fp16 overflow){scale}; "
+                f"{state.bad_in_row} non-finite in a row"
+            )
+        if state.bad_in_row >= self.counters.max_bad_steps:
+            raise TrainingError(
+                f"{state.bad_in_row} non-finite losses in a row at step {state.step} (seen when the step "
+                "counters were read back, every train.log_every steps; the steps after them changed "
+                "nothing); lower train.lr_scale, set train.clip_norm, or check the data"
+            )

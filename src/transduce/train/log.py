@@ -1,4 +1,5 @@
-"""What a run reports: TensorBoard scalars and a plain-text log, and its throughput in tokens,
+"""What a run reports: TensorBoard scalars and a plain-text log (the training statistics every
+train.log_every steps, each validation, each epoch's batch shapes), and its throughput in tokens,
 FLOP/s and model FLOPs utilisation (MFU, nanoGPT's `estimate_mfu`: achieved FLOP/s over the
 device's peak), with FLOPs per token from `cost.py`."""
 
@@ -6,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,8 +19,14 @@ from rich.markup import escape
 
 from ..config import ModelConfig
 from ..cost import flops_per_token
+from ..data.batching import BatchSampler
 from ..data.dataset import Split
-from .objective import objective_for
+from ..metrics import perplexity
+from .counters import Tally
+from .objective import Objective, objective_for
+from .progress import TrainingProgress
+from .run_dir import RunLayout
+from .state import TrainState
 
 # Dense peak FLOP/s by device name fragment and precision (vendor data sheets, no sparsity).
 PEAK_FLOPS = {
@@ -75,7 +84,8 @@ class RunLogger:
 
     def __init__(self, run_dir: Path, active: bool) -> None:
         self.active = active
-        self.path, self.tb = run_dir / "train.log", run_dir / "tb"
+        layout = RunLayout(run_dir)
+        self.path, self.tb = layout.log, layout.tensorboard
         self.writer = None
         self.file = None
         if active:
@@ -127,6 +137,94 @@ class RunLogger:
             except OSError as exc:
                 _warn(f"cannot write the TensorBoard files in {self.tb}: {exc.strerror or exc}")
         self.close_file()
+
+
+class ShapeReport:
+    """How many distinct batch shapes an epoch has, said as its first step comes: data.pad_to_multiple
+    makes them few, for the plans cuDNN and cuBLAS keep per shape."""
+
+    def __init__(self, sampler: BatchSampler, objective: Objective, split: Split, multiple: int) -> None:
+        self.sampler, self.objective, self.split, self.multiple = sampler, objective, split, multiple
+        self.epoch: int | None = None  # the last epoch reported
+
+    def line(self, epoch: int) -> str | None:
+        """The line for `epoch` the first time it comes; None after."""
+        if epoch == self.epoch:
+            return None
+        self.epoch = epoch
+        batches = self.sampler.epoch_batches(epoch)
+        shapes = set(self.objective.shapes(self.split, batches, self.multiple))
+        return (
+            f"epoch {epoch}: {len(batches)} batches of {len(shapes)} distinct shapes (rows, source, "
+            f"target positions; data.pad_to_multiple={self.multiple})"
+        )
+
+
+class RunReport:
+    """What a run says as it trains: lines and scalars in train.log and TensorBoard (on the main
+    rank, while `open`), warnings on stderr, the statistics every train.log_every steps, each
+    validation, each epoch's batch shapes."""
+
+    def __init__(self, run_dir: Path, *, main: bool, throughput: Throughput, shapes: ShapeReport) -> None:
+        self.run_dir, self.main, self.throughput, self.shapes = run_dir, main, throughput, shapes
+        self.logger: RunLogger | None = None
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[None]:
+        """The log files, open for the block."""
+        self.logger = RunLogger(self.run_dir, self.main)
+        try:
+            yield
+        finally:
+            self.logger.close()
+            self.logger = None
+
+    def text(self, line: str) -> None:
+        """A line of train.log, if it is open."""
+        if self.logger is not None:
+            self.logger.text(line)
+
+    def warn(self, message: str) -> None:
+        """A warning on stderr and in train.log, whether or not the progress display is on."""
+        Console(stderr=True).print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+        self.text(f"warning: {message}")
+
+    def epoch(self, epoch: int) -> None:
+        """Say how many batch shapes `epoch` has, the first time it comes."""
+        line = self.shapes.line(epoch)
+        if line is not None:
+            self.text(line)
+
+    def stats(
+        self,
+        progress: TrainingProgress,
+        state: TrainState,
+        stats: Tally,
+        lr: float,
+        window: tuple[int, float],
+    ) -> None:
+        """The training statistics of the steps since the last ones; `window`: the tokens trained
+        since then and the seconds they took."""
+        rates = self.throughput.row(*window)
+        row = {
+            "loss": stats.loss,
+            "nll": stats.nll,
+            "ppl": perplexity(stats.nll, 1),
+            "lr": lr,
+            "grad_norm": stats.grad_norm,
+            **rates,
+        }
+        assert self.logger is not None
+        self.logger.scalars(state.step, {f"train/{k}": v for k, v in row.items()})
+        shown = f"loss {stats.loss:.3f} lr {lr:.2e} " + self.throughput.shown(rates)
+        progress.stats(state.step, state.train_seconds, shown)
+
+    def validation(self, progress: TrainingProgress, step: int, metrics: dict[str, Any]) -> None:
+        """A validation's scores as scalars, in train.log and above the progress bar."""
+        assert self.logger is not None
+        self.logger.scalars(step, {f"valid/{k}": v for k, v in metrics.items() if k != "step"})
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "step")
+        progress.print(f"step {step}: {shown}")
 
 
 def _warn(message: str) -> None:

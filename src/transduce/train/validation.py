@@ -4,11 +4,13 @@ Generated tasks: character and sequence accuracy on `dev` and on the longer `tes
 a language model on `repeat`, of its continuations of the prompts); labels: label accuracy on
 `dev` (and on `test_long` where there is one); parsing: labelled bracket F1 on `dev` (EVALB
 conventions); text: BLEU and chrF on `dev`. Each decodes greedily with the model being trained.
+`Validator` holds what a run validates with, given once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -18,8 +20,9 @@ from ..config import DecodeConfig
 from ..data.batching import make_batches
 from ..data.dataset import Dataset, Split
 from ..decode.torch_engine import decode_all
-from ..metrics import Accuracy, accuracy, corpus_scores
+from ..metrics import Accuracy, accuracy, corpus_scores, perplexity
 from ..parsing import gold_tree, score_outputs
+from ..store.checkpoint import load_weights
 from .loss import label_smoothed_loss
 from .objective import IGNORE, Objective
 
@@ -158,3 +161,62 @@ METRICS: dict[str, Callable[[Dataset, Predict], Metrics]] = {
     "parse": parse_metrics,
     "text": text_metrics,
 }
+
+
+class Validator:
+    """The validation of the model being trained: the teacher-forced pass over a split, greedy
+    outputs, the metrics of the data's kind, dev samples, and other weights in the model's place."""
+
+    def __init__(
+        self,
+        *,
+        data: Dataset,
+        model: nn.Module,
+        objective: Objective,
+        device: torch.device,
+        decode: DecodeConfig,
+        max_tokens: int,
+        label_smoothing: float,
+    ) -> None:
+        self.data, self.model, self.objective, self.device = data, model, objective, device
+        self.decode, self.max_tokens, self.label_smoothing = decode, max_tokens, label_smoothing
+        self.metrics = METRICS[data.meta.data_kind]
+
+    def dev_loss(self, split: Split) -> DevPass:
+        """The teacher-forced pass over a split: loss, NLL, ACT step statistics, argmax accuracy."""
+        return dev_loss(self.model, self.objective, split, self.max_tokens, self.label_smoothing, self.device)
+
+    def predict(self, split: Split, limit: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
+        """Greedy outputs and references for the first `limit` examples of a split."""
+        return greedy_outputs(self.model, split, self.decode, limit)
+
+    def samples(self, count: int) -> list[tuple[str, str, str]]:
+        """The first `count` dev examples as (source, reference, greedy output) text."""
+        split = self.data.splits["dev"]
+        preds, refs = self.predict(split, limit=count)
+        src, tgt = self.data.src_vocab, self.data.tgt_vocab
+        return [
+            (src.decode(split.pair(i)[0].tolist()), tgt.decode(ref), tgt.decode(pred))
+            for i, (pred, ref) in enumerate(zip(preds, refs, strict=True))
+        ]
+
+    def scores(self) -> Metrics:
+        """Dev loss and perplexity, ACT statistics, and the metrics of the data's kind."""
+        dev = self.dev_loss(self.data.splits["dev"])
+        return {
+            "dev_loss": dev.loss,
+            "dev_ppl": perplexity(dev.nll, 1),
+            "dev_forced_acc": dev.forced.char,  # teacher-forced token accuracy, as OpenNMT-py logs it
+            **dev.ponder,
+            **self.metrics(self.data, self.predict),
+        }
+
+    @contextlib.contextmanager
+    def weights_in_place(self, weights: dict[str, Tensor]) -> Iterator[None]:
+        """Other weights (an average) in the model's place for the block; the trained ones after."""
+        trained = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        load_weights(self.model, weights)
+        try:
+            yield
+        finally:
+            self.model.load_state_dict(trained)
