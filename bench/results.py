@@ -558,52 +558,64 @@ def algorithmic_runs(
     return grouped
 
 
-def algorithmic(records: Path) -> Lines:
-    """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
-    runs = algorithmic_runs(records)
+GRID_MODELS = {"transformer": "T", "ut": "UT", "ut_act": "UT+ACT"}  # the grid's models, as tabled
+
+
+def paper_cells(task: str) -> dict[str, str]:
+    """The paper's character / sequence accuracy of the Transformer and the UT on `task`."""
+    return {
+        f"paper: {name}": "{:.2f} / {:.2f}".format(*PAPER[task][model])
+        for model, name in (("transformer", "Transformer"), ("ut", "UT"))
+    }
+
+
+def program_rows(records: Path) -> list[dict[str, str]]:
+    """Learning to Execute's program evaluation at each budget, teacher-forced (a mean over the
+    cell's seeds, their count in brackets), beside the paper's LSTM, Transformer and UT."""
     program_runs = {
         budget: algorithmic_runs(records, setting) for budget, setting in PROGRAM_SETTINGS.items()
     }
-    models = ("transformer", "ut", "ut_act")
-
-    def paper(task: str, model: str) -> str:
-        return "{:.2f} / {:.2f}".format(*PAPER[task][model])
 
     def forced(grouped: dict[tuple[str, str, str], list[dict]], task: str, model: str) -> str:
-        """Teacher-forced mean over the cell's seeds, the seed count in brackets."""
         cell = grouped.get((task, model, "none")) or []
         pair = mean_pair(cell, "forced_char", "forced_seq")
         return pair if pair == "-" else f"{pair} ({len(cell)})"
 
-    long = [
-        {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
-        | {
-            f"ours, {positions}: {label}": mean_pair(runs.get((task, model, positions)) or [])
-            for positions in ("offset", "subset_spread")
-            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
-        }
-        for task in ("copy", "reverse", "addition")
-    ]
-    lte = [
-        {"task": task, "paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
-        | {
-            f"ours: {label}": mean_pair(runs.get((task, model, "none")) or [])
-            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
-        }
-        for task in TASKS
-        if TASKS[task].lte and not TASKS[task].program
-    ]
-    programs = [
+    return [
         {"task": task.removeprefix("lte_"), "paper: LSTM": "{:.2f} / {:.2f}".format(*PAPER_LSTM[task])}
-        | {"paper: Transformer": paper(task, "transformer"), "paper: UT": paper(task, "ut")}
+        | paper_cells(task)
         | {
             f"ours at {budget}: {label}": forced(grouped, task, model)
             for budget, grouped in program_runs.items()
-            for model, label in zip(models, ("T", "UT", "UT+ACT"), strict=True)
+            for model, label in GRID_MODELS.items()
         }
         for task in TASKS
         if TASKS[task].program
     ]
+
+
+def algorithmic(records: Path) -> Lines:
+    """The grid beside the paper's Table 3, and the Learning-to-Execute tasks."""
+    runs = algorithmic_runs(records)
+    long = [
+        {"task": task, **paper_cells(task)}
+        | {
+            f"ours, {positions}: {label}": mean_pair(runs.get((task, model, positions)) or [])
+            for positions in ("offset", "subset_spread")
+            for model, label in GRID_MODELS.items()
+        }
+        for task in ("copy", "reverse", "addition")
+    ]
+    lte = [
+        {"task": task, **paper_cells(task)}
+        | {
+            f"ours: {label}": mean_pair(runs.get((task, model, "none")) or [])
+            for model, label in GRID_MODELS.items()
+        }
+        for task in TASKS
+        if TASKS[task].lte and not TASKS[task].program
+    ]
+    programs = program_rows(records)
     # a model or budget not run there has no column
     measured = {key: key for key in programs[0] if any(row[key] != "-" for row in programs)}
     every = [r for group in runs.values() for r in group]

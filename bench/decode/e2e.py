@@ -9,8 +9,10 @@ export --format ctranslate2` (float32, and `--quantization int8`) and, when Mari
 (post-norm, pos_layout=halves, tied), `--format marian` for HF (otherwise its rows are left out);
 the peers run in their own venv (--peers) behind bench/peers/engines.py. Engines:
 
-  transduce    `pipeline.translate_lines` as `transduce translate` runs it: float32 weights
-               pre-packed for oneDNN, or `--quantize int8`; batches of --max-tokens source tokens
+  transduce    `transduce.translate` on a model from `transduce.load`, as a user of `import
+               transduce` runs it (with --shortlist, which only the command line takes,
+               `pipeline.translate_lines` as `transduce translate --shortlist` runs it): float32
+               weights pre-packed for oneDNN, or int8; batches of --max-tokens source tokens
   CTranslate2  sentencepiece, `translate_batch` per length-sorted batch of --max-tokens padded
                source tokens (the same batches), float32 or int8 model
   transduce --engine ctranslate2
@@ -50,6 +52,7 @@ import sys
 import time
 from pathlib import Path
 
+import transduce
 from bench.peers.venv import PEERS, Peer, Peers, ensure_peers
 from bench.records import OUT, host_line, markdown_table, write_record
 from transduce.data.corpus import read_lines
@@ -59,7 +62,7 @@ from transduce.decode.shortlist import Shortlist
 from transduce.interop.ctranslate2 import ExportError, export_ctranslate2
 from transduce.interop.marian import MarianError, export_marian
 from transduce.metrics import corpus_scores
-from transduce.store.load import LoadedModel, load_for_decoding, load_model
+from transduce.store.load import LoadedModel, load_model
 
 ENGINE_ROW = "transduce --engine ctranslate2"
 # engine key (engines.py's names) -> (name shown, weights, the transduce output its text is compared
@@ -126,9 +129,10 @@ def run(
     peer: Peers,
     args: argparse.Namespace,
 ) -> dict:
-    """One engine on `lines`, timed from text to text: our torch engine in-process with the options
-    `transduce translate` would take, our CTranslate2 engine and the peers in processes of their
-    own with the same ones."""
+    """One engine on `lines`, timed from text to text: our torch engine in-process as a user of
+    `import transduce` runs it (`transduce.translate`; with the shortlist, which only the command
+    line takes, `translate_lines` as `transduce translate --shortlist` runs it), our CTranslate2
+    engine and the peers in processes of their own with the same options."""
     decode = ours["transduce"].config.decode
     model = engine.removesuffix("-shortlist")
     if not isinstance(ours.get(model), LoadedModel):
@@ -143,11 +147,14 @@ def run(
         }
         return ours[model].request(request) if model in ours else peer.request(request)
     search = {"greedy": True} if beam == 1 else {"beam": beam, "alpha": args.alpha}
-    options = decode_options(decode, max_tokens=args.max_tokens, **search)
     start = time.perf_counter()
-    shortlist = args.listed if engine.endswith("-shortlist") else None
-    outputs, _ = translate_lines(ours[model], lines, options, shortlist=shortlist, scores=False)
-    return {"seconds": time.perf_counter() - start, "outputs": output_rows(outputs)}
+    if engine.endswith("-shortlist"):
+        options = decode_options(decode, max_tokens=args.max_tokens, **search)
+        found, _ = translate_lines(ours[model], lines, options, shortlist=args.listed, scores=False)
+        outputs = output_rows(found)
+    else:
+        outputs = transduce.translate(ours[model], lines, max_tokens=args.max_tokens, **search)
+    return {"seconds": time.perf_counter() - start, "outputs": outputs}
 
 
 def measure(
@@ -167,7 +174,7 @@ def measure(
     return times, outputs
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -196,7 +203,65 @@ def main() -> None:
         help="a `transduce shortlist` file: adds rows of transduce with it and CTranslate2 with it as "
         "its vocabulary map (use_vmap)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def open_ours(checkpoint: Path, threads: int) -> dict[str, LoadedModel | Peer]:
+    """Our engines on `threads` threads: the torch engine loaded as `transduce.load` does (float32
+    and int8), the CTranslate2 engine in processes of their own."""
+    return {
+        "transduce": transduce.load(checkpoint, quantize="none", threads=threads),
+        "transduce-int8": transduce.load(checkpoint, quantize="int8", threads=threads),
+        "transduce-ct2": Peer(Path(sys.executable), "transduce_engine.py", checkpoint, threads, "none"),
+        "transduce-ct2-int8": Peer(Path(sys.executable), "transduce_engine.py", checkpoint, threads, "int8"),
+    }
+
+
+def engine_rows(
+    lines: list[str],
+    refs: list[str] | None,
+    outputs: dict[str, list[str]],
+    times: dict[str, list[float]],
+    *,
+    subset: str,
+    search: str,
+    threads: int,
+    args: argparse.Namespace,
+) -> list[dict]:
+    """A row per engine of one subset, search and thread count; each engine's outputs to a file."""
+    rows = []
+    for engine, values in times.items():
+        name, weights, base, vocabulary = args.engines[engine]
+        seconds = statistics.median(values)
+        same = None
+        if base is not None:
+            same = sum(a == b for a, b in zip(outputs[engine], outputs[base], strict=True))
+        file = args.work / "outputs" / f"{subset}.{search}.{engine}".replace(" ", "_")
+        file.write_text("".join(f"{line}\n" for line in outputs[engine]), encoding="utf-8")
+        rows.append(
+            {
+                "subset": subset,
+                "lines": len(lines),
+                "search": search,
+                "weights": weights,
+                "vocabulary": vocabulary,
+                "threads": threads,
+                "engine": name,
+                "seconds": seconds,
+                "same": None if same is None else same / len(lines),
+                "words": sum(len(line.split()) for line in outputs[engine]),
+                "bleu": corpus_scores(outputs[engine], refs).bleu if refs else None,
+            }
+        )
+        print(
+            f"{threads} threads, {subset}, {search}, {name} {weights}, {vocabulary} "
+            f"vocabulary: {seconds:.2f} s"
+        )
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
     args.listed = Shortlist.load(args.shortlist) if args.shortlist else None
     args.engines = {**ENGINES, **(SHORTLISTED if args.listed else {})}
 
@@ -216,16 +281,7 @@ def main() -> None:
     (args.work / "outputs").mkdir(exist_ok=True)
     rows = []
     for threads in args.threads:
-        ours = {
-            "transduce": load_for_decoding(args.checkpoint, "none", threads),
-            "transduce-int8": load_for_decoding(args.checkpoint, "int8", threads),
-            "transduce-ct2": Peer(
-                Path(sys.executable), "transduce_engine.py", args.checkpoint, threads, "none"
-            ),
-            "transduce-ct2-int8": Peer(
-                Path(sys.executable), "transduce_engine.py", args.checkpoint, threads, "int8"
-            ),
-        }
+        ours = open_ours(args.checkpoint, threads)
         peer_engines = {e for e in args.engines if not e.startswith("transduce")}
         peer = Peers(python, args.work / "hf", threads, peer_engines)
         for subset, index in subsets.items():
@@ -234,59 +290,41 @@ def main() -> None:
             for beam in (1, 4):
                 search = "greedy" if beam == 1 else f"beam {beam}"
                 times, outputs = measure(lines, beam, ours, peer, args)
-                for engine, values in times.items():
-                    name, weights, base, vocabulary = args.engines[engine]
-                    seconds = statistics.median(values)
-                    same = None
-                    if base is not None:
-                        same = sum(a == b for a, b in zip(outputs[engine], outputs[base], strict=True))
-                    file = args.work / "outputs" / f"{subset}.{search}.{engine}".replace(" ", "_")
-                    file.write_text("".join(f"{line}\n" for line in outputs[engine]), encoding="utf-8")
-                    rows.append(
-                        {
-                            "subset": subset,
-                            "lines": len(lines),
-                            "search": search,
-                            "weights": weights,
-                            "vocabulary": vocabulary,
-                            "threads": threads,
-                            "engine": name,
-                            "seconds": seconds,
-                            "same": None if same is None else same / len(lines),
-                            "words": sum(len(line.split()) for line in outputs[engine]),
-                            "bleu": corpus_scores(outputs[engine], subset_refs).bleu if subset_refs else None,
-                        }
-                    )
-                    print(
-                        f"{threads} threads, {subset}, {search}, {name} {weights}, {vocabulary} "
-                        f"vocabulary: {seconds:.2f} s"
-                    )
+                rows += engine_rows(
+                    lines,
+                    subset_refs,
+                    outputs,
+                    times,
+                    subset=subset,
+                    search=search,
+                    threads=threads,
+                    args=args,
+                )
         peer.close()
         for process in ("transduce-ct2", "transduce-ct2-int8"):
             ours[process].close()
     report(rows, args, python, ours["transduce"])
 
 
-def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: LoadedModel) -> None:
-    """The record of the rows, the targets' verdicts and every setting a reader needs to repeat them."""
+def same_cell(rows: list[dict], r: dict, engine: str) -> dict:
+    """`engine`'s row for r's lines, search, weights, vocabulary and threads."""
+    return next(
+        x
+        for x in rows
+        if x["engine"] == engine
+        and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
+    )
 
-    def same_cell(r: dict, engine: str) -> dict:
-        """`engine`'s row for r's lines, search, weights, vocabulary and threads."""
-        return next(
-            x
-            for x in rows
-            if x["engine"] == engine
-            and all(x[k] == r[k] for k in ("subset", "search", "weights", "vocabulary", "threads"))
-        )
 
-    def base_of(r: dict) -> dict:
-        return same_cell(r, "transduce")
+def base_of(rows: list[dict], r: dict) -> dict:
+    """transduce's own row (float32, or int8 against int8) for r's cell."""
+    return same_cell(rows, r, "transduce")
 
-    def raw_of(r: dict) -> dict:
-        return same_cell(r, "CTranslate2")
 
+def setup_text(rows: list[dict], args: argparse.Namespace, loaded: LoadedModel) -> str:
+    """Every setting a reader needs to repeat the rows."""
     m, d = loaded.config.model, loaded.config.decode
-    setup = (
+    return (
         f"Model: {args.checkpoint} (d_model {m.d_model}, {m.encoder_layers}+{m.decoder_layers} layers, "
         f"d_ff {m.d_ff}, {m.norm}-norm, {len(loaded.src_vocab)} pieces), exported with `transduce export "
         "--format ctranslate2` (`--quantization int8` for CTranslate2's int8 rows) and `--format marian` "
@@ -294,8 +332,9 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         f"Test: {args.test}, blank lines left out: {' and '.join(dict.fromkeys(r['subset'] for r in rows))} "
         "lines (the longest by characters). "
         "Timed: raw lines in, detokenised text out (model loading not timed, for any engine); median of "
-        f"{args.reps} repetitions, engines interleaved, after a warm-up. transduce: `translate_lines`, "
-        "as `transduce translate` (float32 weights pre-packed for oneDNN; int8 = `--quantize int8`). "
+        f"{args.reps} repetitions, engines interleaved, after a warm-up. transduce: `transduce.translate` "
+        'after `transduce.load` (float32 weights pre-packed for oneDNN; int8 = `quantize="int8"`; '
+        "with the shortlist `translate_lines` as `transduce translate --shortlist` runs it). "
         "CTranslate2: sentencepiece, `translate_batch` per length-sorted batch of <= "
         f"{args.max_tokens} padded source tokens, `inter_threads=1, intra_threads=threads`. HF: "
         f"MarianTokenizer, `generate` on length-sorted batches of <= {args.max_tokens} padded source "
@@ -311,7 +350,12 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         "search and weights (HF's against transduce float32, transduce int8's against transduce float32, "
         f"{ENGINE_ROW}'s against raw CTranslate2's; its time is also shown as vs_ctranslate2)."
     )
-    recorded = [
+
+
+def recorded_rows(rows: list[dict]) -> list[dict]:
+    """The rows as the record keeps them, with each one's time against transduce's and (for our
+    CTranslate2 engine) against raw CTranslate2's."""
+    return [
         {
             "lines": r["subset"],
             "search": r["search"],
@@ -321,8 +365,10 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
             "engine": r["engine"],
             "seconds": round(r["seconds"], 2),
             "sentences_per_s": round(r["lines"] / r["seconds"], 1),
-            "vs_transduce": None if r is base_of(r) else round(r["seconds"] / base_of(r)["seconds"], 2),
-            "vs_ctranslate2": round(r["seconds"] / raw_of(r)["seconds"], 2)
+            "vs_transduce": None
+            if r is base_of(rows, r)
+            else round(r["seconds"] / base_of(rows, r)["seconds"], 2),
+            "vs_ctranslate2": round(r["seconds"] / same_cell(rows, r, "CTranslate2")["seconds"], 2)
             if r["engine"] == ENGINE_ROW
             else None,
             "same": None if r["same"] is None else round(r["same"], 3),
@@ -331,21 +377,13 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         }
         for r in rows
     ]
-    if not args.no_write:
-        write_record(
-            "decode",
-            args.claim,
-            title="End-to-end decoding of text, CPU",
-            command=f"python -m bench.decode.e2e {shlex.join(sys.argv[1:])}",
-            host=f"{host_line()}; peers: {peer_versions(python)}",
-            setup=setup,
-            rows=recorded,
-        )
-    else:
-        print("\n".join(markdown_table(recorded)))
-    ct2 = [r["seconds"] / base_of(r)["seconds"] for r in rows if r["engine"] == "CTranslate2"]
+
+
+def print_targets(rows: list[dict]) -> None:
+    """The targets' verdicts: against CTranslate2, HF generate, and raw CTranslate2 for ours on it."""
+    ct2 = [r["seconds"] / base_of(rows, r)["seconds"] for r in rows if r["engine"] == "CTranslate2"]
     hf = [
-        r["seconds"] / base_of(r)["seconds"]
+        r["seconds"] / base_of(rows, r)["seconds"]
         for r in rows
         if r["engine"] == "HF generate" and r["search"] == "beam 4"
     ]
@@ -354,13 +392,33 @@ def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: Loa
         if hf
         else "no HF rows for this model"
     )
-    engine = [r["seconds"] / raw_of(r)["seconds"] for r in rows if r["engine"] == ENGINE_ROW]
+    engine = [
+        r["seconds"] / same_cell(rows, r, "CTranslate2")["seconds"] for r in rows if r["engine"] == ENGINE_ROW
+    ]
     print(
         f"Targets: ahead of CTranslate2 in {sum(x > 1 for x in ct2)} of {len(ct2)} rows (same weights; "
         f"ratios {min(ct2):.2f}x to {max(ct2):.2f}x); {versus_hf}; --engine ctranslate2 within 5% of raw "
         f"CTranslate2 in {sum(x <= 1.05 for x in engine)} of {len(engine)} rows (time ratios "
         f"{min(engine):.2f}x to {max(engine):.2f}x)."
     )
+
+
+def report(rows: list[dict], args: argparse.Namespace, python: Path, loaded: LoadedModel) -> None:
+    """The record of the rows, the targets' verdicts and every setting a reader needs to repeat them."""
+    recorded = recorded_rows(rows)
+    if not args.no_write:
+        write_record(
+            "decode",
+            args.claim,
+            title="End-to-end decoding of text, CPU",
+            command=f"python -m bench.decode.e2e {shlex.join(sys.argv[1:])}",
+            host=f"{host_line()}; peers: {peer_versions(python)}",
+            setup=setup_text(rows, args, loaded),
+            rows=recorded,
+        )
+    else:
+        print("\n".join(markdown_table(recorded)))
+    print_targets(rows)
 
 
 if __name__ == "__main__":

@@ -198,7 +198,7 @@ def finetune_overrides(args: argparse.Namespace, data: Path) -> list[str]:
     ]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -230,14 +230,31 @@ def main() -> None:
     parser.add_argument(
         "--patience", type=int, default=4, help="fine-tuning: validations without a better BLEU"
     )
-    args = parser.parse_args()
-    # started in the background by a shell, we inherit SIGINT ignored; so would every command we
-    # run, and Ctrl-C or `kill -INT` could not stop a training (which saves its steps on SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    bench = Bench(args)
-    out = args.out
-    bench.results["args"] = {k: str(v) for k, v in vars(args).items()}
+    return parser.parse_args()
 
+
+def general_settings(args: argparse.Namespace, l10n_data: Path) -> list[str]:
+    """The general model's overrides of the `small` preset."""
+    return [
+        "model.pos_layout=halves",
+        f"data.dataset={l10n_data}",
+        "data.max_tokens=4096",
+        f"train.steps={args.general_steps}",
+        "train.max_minutes=null",
+        "train.validate_every_minutes=null",
+        "train.validate_every=100",
+        "train.save_every=100",
+        "train.save_every_minutes=null",
+        f"train.warmup={args.general_warmup}",
+        f"train.threads={args.threads}",
+        "train.log_every=100",
+        f"train.seed={args.general_seed}",
+    ]
+
+
+def run_stages(bench: Bench, args: argparse.Namespace) -> None:
+    """Every stage, each skipped where an earlier invocation finished it."""
+    out = args.out
     l10n = build_l10n("de", args.l10n_budget_mb)
     ddtp = OUT / "ddtp"
     bench.stage("ddtp_corpus", lambda: build_ddtp(ddtp, dev_size=500, test_size=1000, refetch=False))
@@ -254,21 +271,7 @@ def main() -> None:
         return dataset_facts(l10n_data)
 
     bench.stage("prepare_l10n", prepare_l10n)
-    general_overrides = [
-        "model.pos_layout=halves",
-        f"data.dataset={l10n_data}",
-        "data.max_tokens=4096",
-        f"train.steps={args.general_steps}",
-        "train.max_minutes=null",
-        "train.validate_every_minutes=null",
-        "train.validate_every=100",
-        "train.save_every=100",
-        "train.save_every_minutes=null",
-        f"train.warmup={args.general_warmup}",
-        f"train.threads={args.threads}",
-        "train.log_every=100",
-        f"train.seed={args.general_seed}",
-    ]
+    general_overrides = general_settings(args, l10n_data)
     bench.stage(
         "train_general", lambda: bench.train("small", general, general_overrides, None, "train_general.log")
     )
@@ -304,14 +307,20 @@ def main() -> None:
     bench.stage("eval_marian_ddtp", lambda: bench.evaluate("ft-marian", via_marian, ddtp, "ddtp"))
     bench.stage("eval_marian_l10n", lambda: bench.evaluate("ft-marian", via_marian, l10n, "l10n"))
 
-    s = bench.results["stages"]
+
+def count_identical(bench: Bench, out: Path) -> None:
+    """How many test lines the Marian round trip leaves as they were, before and after fine-tuning."""
     for a, b in (("general", "imported"), ("ft-direct", "ft-marian")):
         for label in ("ddtp", "l10n"):
             ha, hb = out / "hyp" / f"{a}.{label}.de", out / "hyp" / f"{b}.{label}.de"
             pairs = zip(ha.open(encoding="utf-8"), hb.open(encoding="utf-8"), strict=True)
             same_lines = sum(x == y for x, y in pairs)
             bench.results[f"identical_lines_{a}_vs_{b}_{label}"] = same_lines
-    bench.save()
+
+
+def write_domain_record(bench: Bench, args: argparse.Namespace) -> None:
+    """The record: each model's updates, CPU time and test scores on both domains."""
+    s = bench.results["stages"]
     rows = [
         ("general (l10n only)", s["train_general"], "general"),
         ("+ fine-tuned on DDTP", s["finetune_direct"], "direct"),
@@ -347,6 +356,19 @@ def main() -> None:
         rows=table,
         commands=bench.results["commands"],
     )
+
+
+def main() -> None:
+    args = parse_args()
+    # started in the background by a shell, we inherit SIGINT ignored; so would every command we
+    # run, and Ctrl-C or `kill -INT` could not stop a training (which saves its steps on SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    bench = Bench(args)
+    bench.results["args"] = {k: str(v) for k, v in vars(args).items()}
+    run_stages(bench, args)
+    count_identical(bench, args.out)
+    bench.save()
+    write_domain_record(bench, args)
     print("\ncommands:\n" + "\n".join(bench.results["commands"]))
 
 

@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import transduce
 from bench.data.l10n_corpus import DEFAULT_BUDGET_MB, prepared
 from bench.data.l10n_corpus import build as build_corpus
 from bench.mt import compare
@@ -55,11 +56,10 @@ from bench.records import BENCH, HOST_HELP, ROOT, cpu_name, host_probe, host_suf
 from transduce.config import ModelConfig, load_config
 from transduce.cost import model_cost
 from transduce.data.corpus import read_lines
-from transduce.decode.pipeline import output_rows, translate_lines
 from transduce.fileio import write_text_atomic
 from transduce.metrics import BleuReport, corpus_scores
 from transduce.store.checkpoint import step_checkpoints
-from transduce.store.load import LoadedModel, load_for_decoding
+from transduce.store.load import LoadedModel
 
 RECORDS = compare.FOLDER
 OUT = BENCH / "out" / "recipes"
@@ -230,13 +230,14 @@ def final_weights(run: Path, average: bool) -> Path:
 def test_scores(
     weights: Path, sources: list[str], refs: list[str], threads: int
 ) -> tuple[LoadedModel, BleuReport, float]:
-    """Translate the test sources with `weights` as `transduce translate` does and score them:
-    the loaded model, the scores and the decoding seconds."""
-    loaded = load_for_decoding(weights, "none", threads)
+    """Translate the test sources with `weights` as a user of `import transduce` does (the
+    checkpoint's decoding settings) and score them: the loaded model, the scores and the decoding
+    seconds."""
+    loaded = transduce.load(weights, threads=threads)
     began = time.monotonic()
-    outputs, _ = translate_lines(loaded, sources, loaded.config.decode)
+    outputs = transduce.translate(loaded, sources)
     seconds = time.monotonic() - began
-    return loaded, corpus_scores(output_rows(outputs), refs), seconds
+    return loaded, corpus_scores(outputs, refs), seconds
 
 
 def last_checkpoint_score(last: Path, sources: list[str], refs: list[str], threads: int) -> dict:

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -102,6 +103,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
@@ -883,6 +885,39 @@ def decode_in_shards(toolkit: Toolkit, lines: list[str], shards: Path, size: int
     }
 
 
+def set_up(args: argparse.Namespace, run_dir: Path) -> Toolkit:
+    """The toolkit, working in `run_dir`, with the dev set it validates on during training (the
+    first --dev-lines lines of the data's)."""
+    (run_dir / "data").mkdir(parents=True, exist_ok=True)
+    for lang in (args.src, args.tgt):
+        dev = read_lines(args.data / f"dev.{lang}")[: args.dev_lines]
+        write_text_atomic(run_dir / "data" / f"dev.{lang}", "".join(line + "\n" for line in dev))
+    python = ensure_toolkits()
+    kind = TOOLKIT_CLASSES[args.toolkit]
+    runner = Runner(python, args.threads, run_dir, kind.env)
+    recipe = RECIPES[args.recipe][args.toolkit]
+    return kind(runner, run_dir, args.data, args.spm, (args.src, args.tgt), args.seed, recipe)
+
+
+def kept_phase(run_dir: Path, file: str, make: Callable[[], dict]) -> dict:
+    """`make()`'s result, kept in run_dir/file so that a rerun skips the phase."""
+    path = run_dir / file
+    if not path.exists():
+        result = make()
+        write_text_atomic(path, json.dumps(result, indent=1))
+    return json.loads(path.read_text())
+
+
+def decode_test(args: argparse.Namespace, toolkit: Toolkit, run_dir: Path) -> dict:
+    """The test set's translations (its first --test-lines lines, blank ones left out and put
+    back empty), decoded in shards that a rerun keeps."""
+    source = run_dir / "data" / f"test.{args.src}"
+    empty = non_empty(args.data / f"test.{args.src}", source, args.test_lines)
+    shards = run_dir / f"decode-{args.decode_shard_lines}"
+    decoded = decode_in_shards(toolkit, read_lines(source), shards, args.decode_shard_lines, args.decode_jobs)
+    return {**decoded, "hypotheses": refill(decoded["hypotheses"], empty)}
+
+
 def run(args: argparse.Namespace) -> Path:
     args.out, args.data, args.spm = args.out.resolve(), args.data.resolve(), args.spm.resolve()
     system = args.toolkit if args.recipe == "own" else f"{args.toolkit}+{args.recipe}"
@@ -893,25 +928,9 @@ def run(args: argparse.Namespace) -> Path:
         print(f"{result_path} exists: skipped")
         return result_path
     run_dir = args.out / name
-    (run_dir / "data").mkdir(parents=True, exist_ok=True)
     src, tgt = args.src, args.tgt
-    for lang in (src, tgt):  # the dev set validated during training: its first --dev-lines lines
-        dev = read_lines(args.data / f"dev.{lang}")[: args.dev_lines]
-        write_text_atomic(run_dir / "data" / f"dev.{lang}", "".join(line + "\n" for line in dev))
-    python = ensure_toolkits()
-    kind = TOOLKIT_CLASSES[args.toolkit]
-    runner = Runner(python, args.threads, run_dir, kind.env)
-    recipe = RECIPES[args.recipe][args.toolkit]
-    toolkit = kind(runner, run_dir, args.data, args.spm, (src, tgt), args.seed, recipe)
-
-    def phase(file: str, make) -> dict:
-        """`make()`'s result, kept in run_dir/file so that a rerun skips the phase."""
-        path = run_dir / file
-        if not path.exists():
-            result = make()
-            write_text_atomic(path, json.dumps(result, indent=1))
-        return json.loads(path.read_text())
-
+    toolkit = set_up(args, run_dir)
+    phase = functools.partial(kept_phase, run_dir)
     prepared = phase("prepare.json", lambda: {"commands": toolkit.prepare()})
     probe = phase("probe.json", host_probe)
 
@@ -927,16 +946,7 @@ def run(args: argparse.Namespace) -> Path:
     else:
         trained = phase("train.json", lambda: toolkit.train(updates, every, budget_s))
 
-    def decode() -> dict:
-        source = run_dir / "data" / f"test.{src}"
-        empty = non_empty(args.data / f"test.{src}", source, args.test_lines)
-        shards = run_dir / f"decode-{args.decode_shard_lines}"
-        decoded = decode_in_shards(
-            toolkit, read_lines(source), shards, args.decode_shard_lines, args.decode_jobs
-        )
-        return {**decoded, "hypotheses": refill(decoded["hypotheses"], empty)}
-
-    decoded = phase("decode.json", decode)
+    decoded = phase("decode.json", lambda: decode_test(args, toolkit, run_dir))
     from transduce.metrics import corpus_scores
 
     refs = read_lines(args.data / f"test.{tgt}")[: args.test_lines]
