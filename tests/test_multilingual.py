@@ -214,3 +214,125 @@ def test_the_sampler_batches_the_examples_an_epoch_draws():
         batched = np.concatenate(sampler.epoch_batches(epoch))
         assert sorted(batched.tolist()) == sorted(mixing.epoch(epoch).tolist())
         assert all(lengths[b].max() * len(b) <= 200 for b in sampler.epoch_batches(epoch))
+
+
+TINY_MODEL = [
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.heads=2",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+]
+
+
+def test_training_draws_each_epoch_by_the_pair_temperature(tmp_path):
+    from transduce.config import load_config
+    from transduce.train.build import Distributed, build_parts
+
+    root = corpus(tmp_path / "corpus", sizes=(("train", 200), ("dev", 10), ("test", 5)))
+    fr = root / "en-fr"
+    for side in ("en", "fr"):  # an unbalanced pair: 20 examples against 200
+        lines = (fr / f"train.{side}").read_text().splitlines(keepends=True)
+        (fr / f"train.{side}").write_text("".join(lines[:20]))
+    assert prepare(*two(root), "--vocab-size", "330", "-o", tmp_path / "data").exit_code == 0
+    ids = Dataset(tmp_path / "data").pair_ids["train"]
+    for temperature in (1.0, 5.0):
+        overrides = [*TINY_MODEL, f"data.dataset={tmp_path / 'data'}", f"data.pair_temperature={temperature}"]
+        sampler = build_parts(load_config("small", overrides), tmp_path / "run", Distributed()).sampler
+        drawn = np.concatenate(sampler.epoch_batches(0))
+        quotas = PairMixing(ids, temperature, seed=load_config("small", overrides).data.seed).quotas()
+        assert np.bincount(ids[drawn], minlength=2).tolist() == quotas.tolist()
+    assert quotas.tolist() != np.bincount(ids).tolist()  # T = 5 gave en-fr more than its 20
+
+
+def test_validation_scores_each_pair_and_their_mean(multilingual):
+    import sacrebleu
+
+    from transduce.train.validation import text_metrics
+
+    data = Dataset(multilingual / "data")
+    ids, decode = data.pair_ids["dev"], data.tgt_vocab.decode
+
+    def predict(split):  # en-de's references as they are, en-fr's cut to their first token
+        refs = [split.pair(i)[1].tolist() for i in range(len(split))]
+        return [r if ids[i] == 0 else r[:1] for i, r in enumerate(refs)], refs
+
+    metrics = text_metrics(data, predict)
+    refs = [decode(r) for r in predict(data.splits["dev"])[1]]
+    fr_hyps = [decode(data.splits["dev"].pair(i)[1].tolist()[:1]) for i in np.flatnonzero(ids == 1)]
+    fr_refs = [refs[i] for i in np.flatnonzero(ids == 1)]
+    fr_bleu = sacrebleu.corpus_bleu(fr_hyps, [fr_refs]).score
+    fr_chrf = sacrebleu.corpus_chrf(fr_hyps, [fr_refs]).score
+    assert metrics["dev_bleu_en-de"] == pytest.approx(100.0) and metrics["dev_chrf_en-de"] == pytest.approx(
+        100.0
+    )
+    assert metrics["dev_bleu_en-fr"] == pytest.approx(fr_bleu) and fr_bleu < 50
+    assert metrics["dev_chrf_en-fr"] == pytest.approx(fr_chrf)
+    assert metrics["dev_bleu"] == pytest.approx((100.0 + fr_bleu) / 2)
+    assert metrics["dev_chrf"] == pytest.approx((100.0 + fr_chrf) / 2)
+
+
+def test_the_best_checkpoint_follows_the_pair_the_user_names(multilingual, tmp_path):
+    import json
+
+    from transduce.config import load_config
+    from transduce.train.trainer import Trainer
+
+    overrides = [
+        *TINY_MODEL,
+        "train.steps=8",
+        "train.validate_every=2",
+        f"data.dataset={multilingual / 'data'}",
+    ]
+    cfg = load_config("small", [*overrides, "train.best_metric=chrf", "train.best_pair=en-fr"])
+    trainer = Trainer(cfg, tmp_path / "run", show_progress=False)
+    assert trainer.cadence.best_metric == "chrf_en-fr"
+    trainer.fit()
+    history = trainer.state.history
+    assert len(history) == 4 and all(
+        {"dev_chrf_en-de", "dev_chrf_en-fr", "dev_chrf"} <= set(h) for h in history
+    )
+    best = max(history, key=lambda h: (h["dev_chrf_en-fr"], -h["step"]))  # the first of equals
+    assert json.loads((tmp_path / "run" / "best.json").read_text())["step"] == best["step"]
+    assert trainer.state.best_value == best["dev_chrf_en-fr"]
+
+
+BAD_BEST_PAIR = [
+    ("best_pair with loss", ["train.best_pair=en-de"], "set train.best_metric=bleu or chrf"),
+    ("a pair the data lacks", ["train.best_metric=bleu", "train.best_pair=en-es"], "allowed: en-de, en-fr"),
+    ("not SRC-TGT", ["train.best_metric=bleu", "train.best_pair=ende"], "train.best_pair"),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"), [(e, m) for _, e, m in BAD_BEST_PAIR], ids=[n for n, _, _ in BAD_BEST_PAIR]
+)
+def test_a_best_pair_that_cannot_be_used_is_one_error_line(multilingual, tmp_path, extra, message):
+    overrides = [*TINY_MODEL, "train.steps=2", f"data.dataset={multilingual / 'data'}", *extra]
+    result = CliRunner().invoke(
+        app, ["train", "small", *overrides, "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    )
+    assert result.exit_code == 2 and message in result.output
+    assert result.output.count("error:") == 1 and "Traceback" not in result.output
+
+
+def test_a_best_pair_on_a_bilingual_dataset_is_one_error_line(multilingual, tmp_path):
+    data = tmp_path / "data"
+    assert (
+        prepare(
+            multilingual / "en-de", "--src", "en", "--tgt", "de", "--vocab-size", "300", "-o", data
+        ).exit_code
+        == 0
+    )
+    overrides = [
+        *TINY_MODEL,
+        "train.steps=2",
+        f"data.dataset={data}",
+        "train.best_metric=bleu",
+        "train.best_pair=en-de",
+    ]
+    result = CliRunner().invoke(
+        app, ["train", "small", *overrides, "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    )
+    assert result.exit_code == 2 and "needs a dataset of several pairs" in result.output
+    assert result.output.count("error:") == 1 and "Traceback" not in result.output

@@ -457,6 +457,13 @@ class TrainConfig(_Section):
         "ppl (any data), bleu or chrf (text), char_acc or seq_acc (generated tasks), f1 (parsing), "
         "acc (labels)",
     )
+    best_pair: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,15}-[A-Za-z][A-Za-z0-9_]{0,15}$",
+        description="a multilingual dataset: the language pair (SRC-TGT, e.g. en-de) whose dev bleu or "
+        "chrf picks the best checkpoint and drives early stopping, instead of the mean over the pairs; "
+        "none (the mean) or one of the dataset's pairs",
+    )
     patience: int | None = Field(
         None,
         ge=1,
@@ -464,6 +471,20 @@ class TrainConfig(_Section):
         description="stop after this many validations without a better best_metric; "
         f"none (never) or 1..{COUNT_MAX}",
     )
+
+    @model_validator(mode="after")
+    def _best_pair_by_translation_scores(self) -> TrainConfig:
+        if self.best_pair is not None and self.best_metric not in ("bleu", "chrf"):
+            raise ValueError(
+                f"train.best_pair={self.best_pair} picks the best by that pair's dev bleu or chrf; set "
+                f"train.best_metric=bleu or chrf (not {self.best_metric}), or leave best_pair out"
+            )
+        return self
+
+    @property
+    def best_key(self) -> str:
+        """The name validation logs the best metric under, less its `dev_` (bleu, bleu_en-de)."""
+        return self.best_metric if self.best_pair is None else f"{self.best_metric}_{self.best_pair}"
 
     @model_validator(mode="after")
     def _master_weights_in_bf16(self) -> TrainConfig:

@@ -20,6 +20,7 @@ from ..config import Config, ConfigError, ModelConfig, check_positions
 from ..data.batching import BatchSampler, round_up
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.kinds import data_kind
+from ..data.mixing import PairMixing
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..model import build_model
 from ..model.kinds import assembly_for
@@ -29,7 +30,7 @@ from .master import MasterWeights
 from .objective import Objective, objective_for
 from .run_dir import RunLayout
 from .schedule import InverseSqrt
-from .validation import Validator, check_best_metric
+from .validation import Validator, check_best_metric, check_best_pair
 
 
 @dataclass
@@ -174,6 +175,13 @@ def _check_kind(data: Dataset, model: ModelConfig) -> None:
             raise DatasetError(f"{data.dir}: {name} has examples without one label per {model.classifier}")
 
 
+def mixing(data: Dataset, cfg: Config) -> Callable[[int], np.ndarray] | None:
+    """A multilingual dataset's draw of each epoch's examples by data.pair_temperature."""
+    if "train" not in data.pair_ids:
+        return None
+    return PairMixing(data.pair_ids["train"], cfg.data.pair_temperature, cfg.data.seed).epoch
+
+
 def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     """Read the config once and build the training parts (seeded by `train.seed`)."""
     t = cfg.train
@@ -186,6 +194,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     check_data(data, cfg, objective.lengths)
     try:
         check_best_metric(t.best_metric, data.meta.data_kind)
+        check_best_pair(t.best_pair, data.meta.languages)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     device = training_device(env)
@@ -216,6 +225,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
         env.rank,
         env.world,
         accumulate=t.accumulate,
+        draw=mixing(data, cfg),
     )
     return Parts(
         data=data,

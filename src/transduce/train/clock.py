@@ -32,7 +32,9 @@ class Cadence:
 
     @classmethod
     def from_config(cls, t: TrainConfig) -> Cadence:
-        return cls(**{f.name: getattr(t, f.name) for f in fields(cls)})
+        """`best_metric` as validation names it: with train.best_pair, that pair's (bleu_en-de)."""
+        read = {f.name: getattr(t, f.name) for f in fields(cls) if f.name != "best_metric"}
+        return cls(**read, best_metric=t.best_key)
 
     def out_of_time(self, seconds: float) -> bool:
         return self.max_minutes is not None and seconds >= 60 * self.max_minutes

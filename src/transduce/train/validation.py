@@ -13,12 +13,14 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..config import DecodeConfig
 from ..data.batching import make_batches
 from ..data.dataset import Dataset, Split
+from ..data.languages import LanguagePair
 from ..decode.torch_engine import decode_all
 from ..metrics import Accuracy, accuracy, corpus_scores, perplexity
 from ..parsing import gold_tree, score_outputs
@@ -123,10 +125,25 @@ def parse_metrics(data: Dataset, predict: Predict) -> Metrics:
 
 
 def text_metrics(data: Dataset, predict: Predict) -> Metrics:
+    """BLEU and chrF on dev; on a multilingual dataset, per language pair (dev_bleu_en-de, ...)
+    with dev_bleu and dev_chrf their means, so that no pair's size decides the best checkpoint."""
     preds, refs = predict(data.splits["dev"])
     decode = data.tgt_vocab.decode
-    scores = corpus_scores([decode(p) for p in preds], [decode(r) for r in refs])
-    return {"dev_bleu": scores.bleu, "dev_chrf": scores.chrf}
+    hyps, texts = [decode(p) for p in preds], [decode(r) for r in refs]
+    pairs = data.pair_ids.get("dev")
+    if pairs is None or len(data.meta.languages) < 2:
+        scores = corpus_scores(hyps, texts)
+        return {"dev_bleu": scores.bleu, "dev_chrf": scores.chrf}
+    out: Metrics = {}
+    for k, pair in enumerate(data.meta.languages):
+        rows = np.flatnonzero(pairs == k).tolist()
+        if rows:
+            scores = corpus_scores([hyps[i] for i in rows], [texts[i] for i in rows])
+            out[f"dev_bleu_{pair.name}"], out[f"dev_chrf_{pair.name}"] = scores.bleu, scores.chrf
+    for metric in ("bleu", "chrf"):
+        values = [v for key, v in out.items() if key.startswith(f"dev_{metric}_")]
+        out[f"dev_{metric}"] = float(np.mean(values))
+    return out
 
 
 # What train.best_metric may name for each kind of data, besides loss and ppl (logged as dev_<name>).
@@ -146,6 +163,17 @@ def check_best_metric(metric: str, data_kind: str) -> None:
         raise ValueError(
             f"train.best_metric={metric!r} is not computed on {data_kind} data; allowed: {', '.join(allowed)}"
         )
+
+
+def check_best_pair(pair: str | None, languages: list[LanguagePair]) -> None:
+    """ValueError unless train.best_pair is unset or names one of the dataset's pairs."""
+    if pair is None:
+        return
+    names = [p.name for p in languages]
+    if len(names) < 2:
+        raise ValueError(f"train.best_pair={pair} needs a dataset of several pairs (prepare --pair ...)")
+    if pair not in names:
+        raise ValueError(f"train.best_pair={pair} is not a pair of the dataset; allowed: {', '.join(names)}")
 
 
 def improves(metric: str, value: float, best: float | None) -> bool:
