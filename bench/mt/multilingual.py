@@ -5,6 +5,9 @@ for X in --langs on the l10n corpora (Debian's catalogs, bench/data/l10n_corpus.
     python -m bench.mt.multilingual --langs de fr es --steps 5000 --seeds 1 2 --threads 1
     python -m bench.mt.multilingual --report          # the table of the records only
 
+`--systems bilingual` and `--systems multilingual` split the work between two invocations (two
+cores; each model trains on one thread either way).
+
 Each bilingual model trains for --steps updates on its own pair (4,000 shared pieces, the
 recipe's); the multilingual one for --steps x the number of pairs on all of them (`transduce
 prepare --pair`: one vocabulary of --multi-vocab pieces, >>xxx<< tags; `data.pair_temperature`
@@ -95,14 +98,14 @@ def run_seed(found: dict[str, Path], multi: Path, seed: int, args: argparse.Name
     common |= {"date": time.strftime("%Y-%m-%d"), "command": args.command}
     for lang, corpus in found.items():
         name = f"bilingual-{SRC}-{lang}-seed{seed}-{steps}steps"
-        if not (RECORDS / f"{name}.json").exists():
+        if "bilingual" in args.systems and not (RECORDS / f"{name}.json").exists():
             run, metrics = train(name, prepared(corpus, SRC, lang, vocab_size=4000), steps, seed, args)
             pairs = {lang: test_scores(run, corpus, lang, False)}
             record(
                 name, {**common, "system": "bilingual", "steps": steps, "pairs": pairs, **facts(run, metrics)}
             )
     name = f"multilingual-{SRC}-{'-'.join(found)}-T{args.temperature:g}-seed{seed}-{steps * len(found)}steps"
-    if not (RECORDS / f"{name}.json").exists():
+    if "multilingual" in args.systems and not (RECORDS / f"{name}.json").exists():
         run, metrics = train(name, multi, steps * len(found), seed, args)
         pairs = {lang: test_scores(run, corpus, lang, True) for lang, corpus in found.items()}
         extra = {"temperature": args.temperature, "vocab": args.multi_vocab, **facts(run, metrics)}
@@ -148,12 +151,19 @@ def main() -> None:
         "--temperature", type=float, default=1.0, help="the multilingual model's data.pair_temperature"
     )
     parser.add_argument("--multi-vocab", type=int, default=8000, help="the multilingual vocabulary's pieces")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=["bilingual", "multilingual"],
+        default=["bilingual", "multilingual"],
+        help="the models to train (two invocations, one each, share two cores)",
+    )
     parser.add_argument("--report", action="store_true", help="print the records' table only")
     args = parser.parse_args()
     args.command = "python -m bench.mt.multilingual " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items()
-        if k not in ("report",)
+        if k not in ("report", "systems")
     )
     if not args.report:
         found = corpora(args.langs)
