@@ -36,7 +36,8 @@ test: $(STAMP)
 		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
 		|| echo "chromium could not be installed; the browser test will be skipped"
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	# Two worker processes, a test file each at a time (its module fixtures built once): 2 cores.
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 	# The site: a broken link, a missing anchor or an API page naming a missing module fails it.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
