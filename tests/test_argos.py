@@ -117,6 +117,8 @@ def test_the_languages_come_from_the_dataset_unless_named(trained, tmp_path):
 REFUSED = [  # name, export's extra arguments, what the error says
     ("a bad version", ["--package-version", "1.x"], "--package-version '1.x'"),
     ("a bad language code", ["--target-lang", "German!"], "--target-lang 'German!'"),
+    ("one language on both sides", ["--source-lang", "de", "--target-lang", "de"], "are both de"),
+    ("an empty target language (taken as none)", ["--target-lang", ""], "--target-lang '': give a language"),
     ("an option of another format", ["--shortlist", "x"], "--shortlist goes with --format ctranslate2"),
 ]
 

@@ -269,6 +269,12 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "--max-src-len must be >= 1",
     ),
     ("--threads -1", lambda r, t: ["translate", str(r), "--threads", "-1"], "--threads must be a positive"),
+    (
+        "--threads 100000",
+        lambda r, t: ["translate", str(r), "--threads", "100000"],
+        "--threads 100000: at most",
+    ),
+    ("--device cpu:1", lambda r, t: ["translate", str(r), "--device", "cpu:1"], "--device 'cpu:1': allowed"),
     ("--quantize fp4", lambda r, t: ["translate", str(r), "--quantize", "fp4"], "allowed: none, int8"),
     ("--device tpu", lambda r, t: ["translate", str(r), "--device", "tpu"], "allowed: auto, cpu, cuda"),
     ("--device cuda:99", lambda r, t: ["translate", str(r), "--device", "cuda:99"], "--device cuda:99: "),
@@ -601,7 +607,27 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         ],
         "g:2: 'zebra' is not in the model's target vocabulary",
     ),
+    (
+        "a checkpoint whose src.spm is empty (a vocabulary of 0 entries and sentencepiece's log before)",
+        lambda r, t: [
+            "translate",
+            str(text_checkpoint(t, damage=lambda c: (c / "src.spm").write_bytes(b""))),
+        ],
+        "src.*: vocabulary missing or damaged (an empty file, not a sentencepiece model)",
+    ),
 ]
+
+
+def text_checkpoint(tmp: Path, damage: Callable[[Path], object]) -> Path:
+    """A text model's checkpoint (a sentencepiece vocabulary) trained for one step, then damaged."""
+    assert CliRunner().invoke(app, [*prepare_on(text_corpus(tmp), tmp), "--vocab-size", "300"]).exit_code == 0
+    steps = ["train.steps=1", "train.save_every=1", "train.validate_every=1", "--no-progress"]
+    data, run = f"data.dataset={tmp / 'out'}", str(tmp / "r")
+    trained = CliRunner().invoke(app, ["train", "small", *TINY[:5], data, *steps, "--run-dir", run])
+    assert trained.exit_code == 0, trained.output
+    checkpoint = step_checkpoints(tmp / "r" / "checkpoints")[-1]
+    damage(checkpoint)
+    return checkpoint
 
 
 def shortlist_file(run: Path, tmp: Path) -> str:
@@ -724,13 +750,95 @@ ENGINE_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
 ]
 
 
+def damaged_export(damage: Callable[[Path], object], command: str = "translate") -> Callable:
+    """`command` with --engine ctranslate2 on an export of the run damaged by `damage`."""
+
+    def build(run: Path, tmp: Path) -> list[str]:
+        out = tmp / "exported"
+        CliRunner().invoke(app, ["export", str(run), "--format", "ctranslate2", "-o", str(out)])
+        damage(out)
+        inputs = {
+            "translate": [],
+            "score": ["--src", lines(tmp, "s", "1 2\n"), "--tgt", lines(tmp, "t", "1 2\n")],
+        }
+        return [command, str(out), "--engine", "ctranslate2", *inputs[command]]
+
+    return build
+
+
+def _cut_vocabulary(export: Path) -> None:
+    vocabulary = export / "shared_vocabulary.json"
+    vocabulary.write_text(json.dumps(json.loads(vocabulary.read_text())[:-3]))
+
+
+def _edit_json_file(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
+    return lambda folder: edit_meta(folder, change, name)
+
+
+# Exports damaged after `export` (issue 87's sweep, 2026-12-04): every file is checksummed now
+EXPORT_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
+    (
+        "score on an export whose vocabulary lost entries (decoded before)",
+        damaged_export(_cut_vocabulary, "score"),
+        "shared_vocabulary.json: corrupt or truncated (checksum mismatch), or changed since the export",
+    ),
+    (
+        "an export whose CTranslate2 config.json was edited (decoded before)",
+        damaged_export(_edit_json_file("config.json", lambda c: c.update(eos_token="<zzz>"))),
+        "config.json: corrupt or truncated",
+    ),
+    (
+        "an export whose transduce.json is gone",
+        damaged_export(lambda out: (out / "transduce.json").unlink()),
+        "a CTranslate2 model directory without transduce.json",
+    ),
+    (
+        "an export whose transduce.json is a directory (taken for a checkpoint before)",
+        damaged_export(lambda out: ((out / "transduce.json").unlink(), (out / "transduce.json").mkdir())),
+        "transduce.json: not a regular file (a directory, pipe or device); export the checkpoint again",
+    ),
+    (
+        "an export whose transduce.json is gone, given to the torch engine",
+        lambda r, t: damaged_export(lambda out: (out / "transduce.json").unlink())(r, t)[:2],
+        "a CTranslate2 model directory without transduce.json",
+    ),
+    (
+        "transduce.json with a checkpoint section of the wrong type (a multi-line error before)",
+        damaged_export(_edit_json_file("transduce.json", lambda i: i["checkpoint"].update(config=7))),
+        "transduce.json: not the metadata of a transduce export",
+    ),
+    (
+        "transduce.json with files_sha256 not an object",
+        damaged_export(_edit_json_file("transduce.json", lambda i: i.update(files_sha256=[1]))),
+        "files_sha256 is no object",
+    ),
+    (
+        "--engine ctranslate2 --threads 100000 (CTranslate2 crashed)",
+        lambda r, t: ["translate", str(r), "--engine", "ctranslate2", "--threads", "100000"],
+        "--threads 100000: at most 1024",
+    ),
+    (
+        "export --quantization with --format marian (ignored before)",
+        lambda r, t: ["export", str(r), "--format", "marian", "-o", str(t / "o"), "--quantization", "int8"],
+        "--quantization goes with --format ctranslate2 or argos, not marian",
+    ),
+    (
+        "export --format ctranslate2 with an empty --description (ignored before)",
+        lambda r, t: ["export", str(r), "--format", "ctranslate2", "-o", str(t / "o"), "--description", ""],
+        "--description, --license: for --format argos",
+    ),
+]
+
+
 def _without(ckpt: Path, name: str) -> Path:
     (ckpt / name).unlink()
     return ckpt
 
 
 @pytest.mark.parametrize(
-    ("build", "fragment"), [(b, f) for _, b, f in ROWS + ENGINE_ROWS], ids=[r[0] for r in ROWS + ENGINE_ROWS]
+    ("build", "fragment"),
+    [(b, f) for _, b, f in ROWS + ENGINE_ROWS + EXPORT_ROWS],
+    ids=[r[0] for r in ROWS + ENGINE_ROWS + EXPORT_ROWS],
 )
 def test_bad_input_is_one_error_line_and_status_2(tmp_path, run, build, fragment):
     result = CliRunner().invoke(app, build(run, tmp_path), input="1 2\n")

@@ -204,6 +204,24 @@ def test_the_server_elsewhere_keeps_its_own_error_shape(served):
     assert (over.status_code, set(over.json())) == (413, {"detail"})
 
 
+SERVE_LANGUAGES = [  # serve's --source-lang and --target-lang that it cannot use: refused before it starts
+    ("an empty source language (served as if not given)", ["--source-lang", ""], "--source-lang '': give a"),
+    ("one language on both sides", ["--source-lang", "en", "--target-lang", "en"], "are both en"),
+    ("a code that is no code", ["--source-lang", "e n", "--target-lang", "de"], "--source-lang 'e n'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"), [r[1:] for r in SERVE_LANGUAGES], ids=[r[0] for r in SERVE_LANGUAGES]
+)
+def test_serve_refuses_languages_it_cannot_use_in_one_line(loaded, monkeypatch, extra, says):
+    """Issue 87's sweep (2026-12-04) found `--source-lang ""` served with the model's languages."""
+    monkeypatch.setattr("transduce.serve.run_server", lambda app, listen: pytest.fail("it started serving"))
+    result = CliRunner().invoke(cli, ["serve", str(loaded.path), "--port", "0", *extra])
+    assert result.exit_code == 2 and result.output.count("error:") == 1, result.output
+    assert says in result.output
+
+
 def test_a_model_of_unknown_languages_says_how_to_name_them(loaded):
     with Server(create_app(loaded)) as server:  # a copy task: no dataset, no languages
         assert httpx.get(f"{server.url}{API}/languages").json() == []

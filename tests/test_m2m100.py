@@ -33,6 +33,7 @@ from transduce.interop.m2m100 import (
     language_tokens,
     weight_map,
 )
+from transduce.store.checkpoint import CheckpointError
 from transduce.store.load import load_model
 
 TEXTS = {
@@ -637,6 +638,32 @@ def test_cli_import_m2m100_prints_one_error_line(damaged, row, fragment):
     assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
     assert fragment in run.stderr and "Traceback" not in run.stderr
     assert sorted(p.name for p in outs.iterdir()) == []
+
+
+FOREIGN = [  # a command given the Hugging Face directory where a checkpoint belongs
+    ("translate", lambda hf, out: ["translate", str(hf)]),
+    (
+        "score",
+        lambda hf, out: ["score", str(hf), "--src", str(hf / "vocab.json"), "--tgt", str(hf / "vocab.json")],
+    ),
+    ("export", lambda hf, out: ["export", str(hf), "--format", "ctranslate2", "-o", str(out)]),
+]
+
+
+@pytest.mark.parametrize("argv", [f[1] for f in FOREIGN], ids=[f[0] for f in FOREIGN])
+def test_a_hugging_face_directory_as_a_checkpoint_says_to_import_it(imported, tmp_path, argv):
+    """Read as a checkpoint, its config.json gave a list of missing fields (issue 87's sweep,
+    2026-12-04); the Python API raises the same CheckpointError."""
+    hf = imported[0] / "hf"
+    result = CliRunner().invoke(app, argv(hf, tmp_path / "out"))
+    expected = (
+        f"{hf}: a Hugging Face model directory (model_type 'm2m_100'), not a transduce checkpoint; "
+        f"convert it with `transduce import m2m100 {hf} -o DIR`"
+    )
+    assert result.exit_code == 2 and result.output.count("error:") == 1, result.output
+    assert expected in " ".join(result.output.split()) and not (tmp_path / "out").exists()
+    with pytest.raises(CheckpointError, match=re.escape(expected)):
+        transduce.load(hf)
 
 
 def test_cli_import_and_export_m2m100(imported, tmp_path):

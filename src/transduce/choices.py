@@ -5,6 +5,7 @@ show them without loading torch."""
 from __future__ import annotations
 
 QUANTIZE = ("none", "int8")  # decoding: float32 as trained, or dynamic int8 linear layers (CPU)
+MAX_THREADS = 1024  # --threads: beyond any CPU's cores; CTranslate2 crashes starting 100,000
 ENGINES = ("torch", "ctranslate2")  # what decodes: our PyTorch model, or a CTranslate2 export of it
 SPLITS = ("train", "dev", "test", "test_long")  # the splits of a generated task
 EXPORT_FORMATS = ("marian", "m2m100", "ctranslate2", "argos")

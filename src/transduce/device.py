@@ -51,7 +51,12 @@ def choose_device(name: str = "auto", cpu_only: bool = False) -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         device = None
-    if device is None or device.type not in ("cpu", "cuda"):
+    # a CPU has no index (torch takes cpu:1 as the CPU all the same): named as the help says
+    if (
+        device is None
+        or device.type not in ("cpu", "cuda")
+        or (device.type == "cpu" and device.index is not None)
+    ):
         raise ValueError(f"--device {name!r}: allowed: {', '.join(DEVICES)}")
     if device.type == "cuda":
         if not torch.cuda.is_available():

@@ -130,20 +130,15 @@ def export_cmd(
     from ..interop.marian import MarianError
     from ..store.checkpoint import CheckpointError
 
-    if format not in EXPORT_FORMATS:
-        fail(f"--format {format!r}: allowed: {', '.join(EXPORT_FORMATS)}")
-    if quantization is not None and quantization not in CT2_QUANTIZATIONS:
-        fail(f"--quantization {quantization!r}: allowed: {', '.join(CT2_QUANTIZATIONS)}")
-    if shortlist is not None and format != "ctranslate2":
-        fail("--shortlist goes with --format ctranslate2 (Marian models, Argos packages: no vocabulary map)")
+    argos_texts = (source_lang, target_lang, description, license)  # "" is given too
+    argos_options = any(t is not None for t in argos_texts) or package_version != "1.0"
+    _refuse_ignored(format, quantization, shortlist, argos_options)
     if format == "argos":
         given = {"source": source_lang, "target": target_lang, "version": package_version}
         _export_argos(
             checkpoint, out, quantization or "int8", force, **given, description=description, license=license
         )
         return
-    if source_lang or target_lang or description or license or package_version != "1.0":
-        fail("--source-lang, --target-lang, --package-version, --description, --license: for --format argos")
     listed = read_shortlist(shortlist)
     out = out or Path("exported")
     with user_errors(MarianError, ExportError, CheckpointError, OutputError, ValueError):
@@ -162,6 +157,20 @@ def _hf_writer(format: str) -> Callable[[Path, Path, bool], None] | None:
     from ..interop.marian import export_marian
 
     return {"marian": export_marian, "m2m100": export_m2m100}.get(format)
+
+
+def _refuse_ignored(format: str, quantization: str | None, shortlist: Path | None, argos: bool) -> None:
+    """One error line for an unknown format or weight type, or an option the format would ignore."""
+    if format not in EXPORT_FORMATS:
+        fail(f"--format {format!r}: allowed: {', '.join(EXPORT_FORMATS)}")
+    if quantization is not None and quantization not in CT2_QUANTIZATIONS:
+        fail(f"--quantization {quantization!r}: allowed: {', '.join(CT2_QUANTIZATIONS)}")
+    if quantization is not None and format not in ("ctranslate2", "argos"):
+        fail(f"--quantization goes with --format ctranslate2 or argos, not {format}")
+    if shortlist is not None and format != "ctranslate2":
+        fail("--shortlist goes with --format ctranslate2 (Marian models, Argos packages: no vocabulary map)")
+    if argos and format != "argos":
+        fail("--source-lang, --target-lang, --package-version, --description, --license: for --format argos")
 
 
 def _export_argos(

@@ -145,7 +145,8 @@ def _application(
     from ..store.languages import model_languages
 
     with user_errors(ValueError):
-        given = model_languages(loaded[0], source, target) if source or target else None
+        named = source is not None or target is not None  # an empty code too: refused, not read as none
+        given = model_languages(loaded[0], source, target) if named else None
         application = create_app(loaded, limits, key, listed, given)
     _say_languages(application.state.languages, listen)
     return application

@@ -50,6 +50,8 @@ class SentencePieceVocab:
     """BPE subwords learned with sentencepiece."""
 
     def __init__(self, model_proto: bytes) -> None:
+        if not model_proto:  # sentencepiece would log to stderr and give a processor of 0 pieces
+            raise ValueError("an empty file, not a sentencepiece model")
         self.proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
 

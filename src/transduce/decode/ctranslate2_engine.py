@@ -64,9 +64,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..choices import QUANTIZE
+from ..choices import MAX_THREADS, QUANTIZE
 from ..config import DecodeConfig
 from ..data.batching import make_batches
+from ..data.meta import validate
 from ..data.vocab import EOS, PAD
 from ..fileio import OutputError, WriteError, atomic_directory
 from ..interop.ctranslate2 import (
@@ -114,6 +115,8 @@ def open_ctranslate2(
         raise EngineError(f"--quantize {quantize!r}: allowed: {', '.join(QUANTIZE)}")
     if threads is not None and threads < 1:
         raise EngineError(f"--threads must be a positive integer, not {threads}")
+    if threads is not None and threads > MAX_THREADS:
+        raise EngineError(f"--threads {threads}: at most {MAX_THREADS}")
     try:
         check_quantization(WEIGHTS[quantize])
     except ExportError:
@@ -144,30 +147,50 @@ def _reader(path: Path) -> LoadedModel:
 
 
 def read_export(folder: Path) -> LoadedModel:
-    """The reader of an export directory: the checkpoint metadata and vocabularies it carries."""
+    """The reader of an export directory: the checkpoint metadata and vocabularies it carries,
+    once its files are found as they were written (model.bin, and for exports that record them,
+    every other file: CTranslate2's config and vocabularies, ours)."""
+    record = folder / EXPORT_INFO
+    again = "export the checkpoint again with `transduce export --format ctranslate2`"
     try:
-        info = json.loads((folder / EXPORT_INFO).read_text(encoding="utf-8"))
-        meta = CheckpointMeta.model_validate(info["checkpoint"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EngineError(
-            f"{folder / EXPORT_INFO}: not the metadata of a transduce export ({type(exc).__name__}: {exc}); "
-            "export the checkpoint again with `transduce export --format ctranslate2`"
-        ) from None
+        info = json.loads(record.read_text(encoding="utf-8"))
+        if not isinstance(info, dict) or not isinstance(info.get("checkpoint"), dict):
+            raise ValueError("no checkpoint section")
+        meta = validate(info["checkpoint"], CheckpointMeta, record)
+    except (OSError, ValueError) as exc:
+        why = str(exc).removeprefix(f"{record}: ")
+        raise EngineError(f"{record}: not the metadata of a transduce export ({why}); {again}") from None
     if not (folder / "model.bin").is_file():
         raise EngineError(f"{folder}: no model.bin; not a CTranslate2 model directory")
     if "model_sha256" not in info:
         raise EngineError(
-            f"{folder / EXPORT_INFO}: no checksum of model.bin, so a damaged model would decode unchecked; "
-            "export the checkpoint again with `transduce export --format ctranslate2`"
+            f"{record}: no checksum of model.bin, so a damaged model would decode unchecked; {again}"
         )
-    if info["model_sha256"] != file_sha256(folder / "model.bin"):
+    others = info.get("files_sha256") or {}  # none in exports written before they were recorded
+    if not isinstance(others, dict):
         raise EngineError(
-            f"{folder / 'model.bin'}: corrupt or truncated (checksum mismatch); export the checkpoint again"
+            f"{record}: not the metadata of a transduce export (files_sha256 is no object); {again}"
         )
+    for name, digest in {"model.bin": info["model_sha256"], **others}.items():
+        file = folder / str(name)
+        if file.is_symlink() or not file.is_file() or file.parent != folder:
+            raise EngineError(f"{file}: missing, or not a regular file; {again}")
+        if file_sha256(file) != digest:
+            raise EngineError(
+                f"{file}: corrupt or truncated (checksum mismatch), or changed since the export; {again}"
+            )
     try:
         return reader_from(folder, meta)
     except CheckpointError as exc:
-        raise EngineError(f"{folder}: {exc}") from None
+        raise EngineError(str(exc) if str(exc).startswith(str(folder)) else f"{folder}: {exc}") from None
+
+
+def current_files(folder: Path, info: dict[str, Any]) -> bool:
+    """Whether an export's files are as EXPORT_INFO records them (model.bin, and the others
+    where it records them)."""
+    others = info.get("files_sha256")
+    recorded = {"model.bin": info.get("model_sha256"), **(others if isinstance(others, dict) else {})}
+    return all((folder / n).is_file() and file_sha256(folder / n) == d for n, d in recorded.items())
 
 
 def cache_folder(reader: LoadedModel, weights: str) -> Path:
@@ -186,8 +209,8 @@ def is_current(folder: Path, reader: LoadedModel, weights: str) -> bool:
         return False
     return (
         isinstance(info, dict)
-        and (folder / "model.bin").is_file()
-        and info.get("model_sha256") == file_sha256(folder / "model.bin")
+        and isinstance(info.get("files_sha256"), dict)
+        and current_files(folder, info)
         and info.get("weights_sha256") == reader.meta.checksums["model.safetensors"]
         and info.get("quantization") == weights
         and info.get("vocab_sha256") == vocab_digest(reader.path)

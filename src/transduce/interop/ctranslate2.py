@@ -265,6 +265,16 @@ def write_export(loaded: LoadedModel, folder: Path, quantization: str, vmap: lis
     write_tokenizers(loaded, folder, quantization)
 
 
+def export_files(folder: Path) -> dict[str, str]:
+    """The checksum of each file of an export but model.bin (checksummed on its own) and
+    EXPORT_INFO: CTranslate2's config and vocabularies, a vocabulary map, our vocabulary files."""
+    return {
+        p.name: file_sha256(p)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name not in ("model.bin", EXPORT_INFO)
+    }
+
+
 def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> dict[str, Any]:
     """What a CTranslate2 user needs besides the model, so that the directory runs without this
     package: the checkpoint's vocabulary files (src.*, tgt.*: for `transduce --engine
@@ -295,6 +305,7 @@ def write_tokenizers(loaded: LoadedModel, folder: Path, quantization: str) -> di
         "vocab_sha256": vocab_digest(loaded.path),
         "quantization": quantization,
         "model_sha256": file_sha256(folder / "model.bin"),  # a damaged export is found, not decoded
+        "files_sha256": export_files(folder),  # and so are its other files (config, vocabularies)
         "source_tokenizer": files.get("source"),
         "target_tokenizer": files.get("target"),
         "tokens": TOKENS[type(loaded.src_vocab)],

@@ -132,10 +132,41 @@ def read_meta(path: Path) -> CheckpointMeta:
     try:
         meta = read_model(config_file, CheckpointMeta)
     except MetaError as exc:
-        raise CheckpointError(str(exc)) from None
+        raise CheckpointError(foreign_model(Path(path)) or str(exc)) from None
     if not meta.config:
         raise CheckpointError(f"{config_file}: invalid metadata: no 'config' section")
     return meta
+
+
+IMPORTS = {"marian": "import marian", "m2m_100": "import m2m100"}  # model_type -> the command
+
+
+def foreign_model(path: Path) -> str | None:
+    """What another toolkit's model directory is, and what to do with it, where its config.json
+    is taken for a checkpoint's: a CTranslate2 model (an export whose transduce.json is gone) or a
+    Hugging Face model (its config.json names a model_type); None for anything else."""
+    record, config = path / "transduce.json", path / "config.json"
+    if (path / "model.bin").is_file() and record.is_file():
+        return f"{path}: a CTranslate2 export (`transduce export`), not a checkpoint; give the checkpoint"
+    if (path / "model.bin").is_file() and (record.exists() or record.is_symlink()):
+        return f"{record}: not a regular file (a directory, pipe or device); export the checkpoint again"
+    if (path / "model.bin").is_file():
+        return (
+            f"{path}: a CTranslate2 model directory without transduce.json (the record `transduce export` "
+            "writes beside model.bin): not an export of a transduce checkpoint, or its record is gone; "
+            "export the checkpoint again"
+        )
+    if not config.is_file():  # a pipe would block reading
+        return None
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    if not isinstance(kind, str):
+        return None
+    how = f"; convert it with `transduce {IMPORTS[kind]} {path} -o DIR`" if kind in IMPORTS else ""
+    return f"{path}: a Hugging Face model directory (model_type {kind!r}), not a transduce checkpoint{how}"
 
 
 TRAINER_KEYS = {"optimizer", "sampler", "state"}  # what resuming reads from trainer.json

@@ -78,6 +78,15 @@ def check_code(code: str, option: str) -> str:
     return code
 
 
+def _distinct(src: str, tgt: str) -> tuple[str, str]:
+    """The pair the options name, unless both sides are one language."""
+    if src == tgt:
+        raise LanguagesError(
+            f"--source-lang and --target-lang are both {src}: give the model's two languages"
+        )
+    return src, tgt
+
+
 def dataset_languages(loaded: LoadedModel) -> Languages | None:
     """The languages of the dataset the checkpoint was trained on, as `prepare --src --tgt`
     named its files; None when the dataset is gone or changed, or the suffixes are not codes."""
@@ -103,6 +112,9 @@ def model_languages(loaded: LoadedModel, source: str | None = None, target: str 
     and `target` where the user names them (each checked as a code), the rest from the
     checkpoint's dataset; a LanguagesError saying which options to give where a side is still
     unknown."""
+    for code, option in ((source, "--source-lang"), (target, "--target-lang")):
+        if code is not None:  # an empty code too: it is given, and would read as not given
+            check_code(code, option)
     tokens = loaded.src_vocab.languages.tokens if isinstance(loaded.src_vocab, FairseqVocab) else {}
     if (loaded.meta.languages or tokens) and (source or target):
         raise LanguagesError(
@@ -117,7 +129,7 @@ def model_languages(loaded: LoadedModel, source: str | None = None, target: str 
         return Languages(pairs, "the model's language tokens", tagged=True, reads_source=True)
     found = dataset_languages(loaded)
     if source and target:
-        pair = (check_code(source, "--source-lang"), check_code(target, "--target-lang"))
+        pair = _distinct(check_code(source, "--source-lang"), check_code(target, "--target-lang"))
         return Languages((pair,), "--source-lang and --target-lang")
     if found is None:
         raise LanguagesError(
@@ -126,5 +138,7 @@ def model_languages(loaded: LoadedModel, source: str | None = None, target: str 
         )
     ((src, tgt),) = found.pairs
     if source or target:
-        src, tgt = check_code(source or src, "--source-lang"), check_code(target or tgt, "--target-lang")
+        src, tgt = _distinct(
+            check_code(source or src, "--source-lang"), check_code(target or tgt, "--target-lang")
+        )
     return Languages(((src, tgt),), found.origin if not (source or target) else f"{found.origin} and options")

@@ -10,7 +10,7 @@ import torch
 from pydantic import BaseModel, Field, ValidationError
 from torch import nn
 
-from ..choices import QUANTIZE
+from ..choices import MAX_THREADS, QUANTIZE
 from ..config import Config, build_config, load_config
 from ..data.dataset import Dataset
 from ..data.vocab import Vocab, load_vocab, vocab_exists
@@ -171,6 +171,8 @@ def load_for_decoding(
     if threads is not None:
         if threads < 1:
             raise ValueError(f"--threads must be a positive integer, not {threads}")
+        if threads > MAX_THREADS:
+            raise ValueError(f"--threads {threads}: at most {MAX_THREADS}")
         torch.set_num_threads(threads)
     if quantize not in QUANTIZE:
         raise ValueError(f"--quantize {quantize!r}: allowed: {', '.join(QUANTIZE)}")
