@@ -108,6 +108,9 @@ def test_unknown_or_bad_options_are_clear_errors(checkpoint):
         transduce.translate(model, LINES, bem=4)
     with pytest.raises(ConfigError, match="beam"):
         transduce.translate(model, LINES, beam=0)
+    for value in ("4", True):  # never converted (taken before issue 87's sweep, 2026-12-04)
+        with pytest.raises(ConfigError, match="beam: Input should be a valid integer"):
+            transduce.translate(model, LINES, beam=value)
     with pytest.raises(ValueError, match="go with init_from"):
         transduce.fit("small", "runs/never", keep_step=True)
 
@@ -151,6 +154,68 @@ WRONG_TYPES = [  # (what is called, the argument at fault as the message names i
         r"model: a loaded model \(transduce.load\(",
     ),
     ("no models", lambda m, c: transduce.translate([], ["1"]), "model: a loaded model"),
+    # issue 87's sweep (2026-12-04): these raised AttributeError, an unnamed TypeError or
+    # RuntimeError, or were taken as true (greedy="no" decoded greedily)
+    (
+        "None for the path",
+        lambda m, c: transduce.load(None),
+        r"path: a path \(a str or pathlib.Path\), not NoneType",
+    ),
+    (
+        "an int for the device (CTranslate2: AttributeError)",
+        lambda m, c: transduce.load(c, device=0, engine="ctranslate2"),
+        r"device: a string, not int \(0\)",
+    ),
+    ("a string for the threads", lambda m, c: transduce.load(c, threads="2"), "threads: a whole number"),
+    ("a float for the threads", lambda m, c: transduce.load(c, threads=2.5), "threads: a whole number"),
+    (
+        "a string for greedy",
+        lambda m, c: transduce.translate(m, ["1"], greedy="no"),
+        r"greedy: True or False, not str",
+    ),
+    (
+        "a string for sample",
+        lambda m, c: transduce.hypotheses(m, ["1"], sample="false"),
+        "sample: True or False",
+    ),
+    (
+        "a string for per_token",
+        lambda m, c: transduce.score(m, ["1"], ["1"], per_token="yes"),
+        "per_token: True",
+    ),
+    (
+        "a list for tgt_lang",
+        lambda m, c: transduce.translate(m, ["1"], tgt_lang=["de"]),
+        "tgt_lang: a language code",
+    ),
+    (
+        "a number for src_lang",
+        lambda m, c: transduce.score(m, ["1"], ["1"], src_lang=5),
+        r"src_lang: a language code \(str\) or None, not int",
+    ),
+    (
+        "a string for the overrides",
+        lambda m, c: transduce.load_config("small", "train.steps=3"),
+        "overrides: a list",
+    ),
+    (
+        "None for the overrides",
+        lambda m, c: transduce.load_config("small", None),
+        "overrides: a list of strings",
+    ),
+    (
+        "bytes among the overrides",
+        lambda m, c: transduce.load_config("small", [b"x=1"]),
+        r"overrides\[0\]: a string",
+    ),
+    ("None for the config's source", lambda m, c: transduce.load_config(None), "source: a path"),
+    ("None for the run directory", lambda m, c: transduce.fit("small", None), "run_dir: a path"),
+    ("a dict for the config", lambda m, c: transduce.fit({"model": {}}, "runs/never"), "config: a Config"),
+    (
+        "an int for init_from",
+        lambda m, c: transduce.fit("small", "runs/never", init_from=3),
+        "init_from: a path",
+    ),
 ]
 
 
@@ -161,6 +226,52 @@ def test_a_wrong_type_is_a_type_error_naming_the_argument(checkpoint, call, mess
     model = transduce.load(checkpoint)
     with pytest.raises(TypeError, match=message):
         call(model, checkpoint)
+
+
+LANGUAGE_ERRORS = [  # (what is called, what the ValueError says): the arguments by their names
+    (
+        "tgt_lang for a model of one pair",
+        lambda m: transduce.translate(m, ["1"], tgt_lang="de"),
+        "tgt_lang de: this model translates one language pair; tgt_lang is for models prepared",
+    ),
+    (
+        "the same, scoring",
+        lambda m: transduce.score(m, ["1"], ["1"], tgt_lang="de"),
+        "tgt_lang de: this model translates one language pair",
+    ),
+    (
+        "src_lang for a model that does not read it",
+        lambda m: transduce.hypotheses(m, ["1"], src_lang="en"),
+        "src_lang en: this model does not read the source language",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"), [r[1:] for r in LANGUAGE_ERRORS], ids=[r[0] for r in LANGUAGE_ERRORS]
+)
+def test_a_language_error_names_the_argument_not_the_option(checkpoint, call, message):
+    """The decoder's message names the command line's --tgt-lang; the API's names tgt_lang
+    (issue 87's sweep, 2026-12-04: a Python caller was told of options it does not have)."""
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        call(transduce.load(checkpoint))
+    assert "--tgt-lang" not in str(raised.value) and "--src-lang" not in str(raised.value)
+
+
+def test_beam_options_ask_for_beam_search_where_the_checkpoint_decodes_greedily(tmp_path):
+    """A checkpoint trained with decode.search = "greedy": `beam` (or `alpha`, or `nbest` above
+    1) asks for beam search, as it does on the command line and the server (refused before,
+    naming --greedy, which nobody gave); with greedy=True it is still refused."""
+    from transduce.config import ConfigError
+
+    path = tmp_path / "greedy"
+    model = saved_checkpoint(path, DIGITS, 3, ["decode.search=greedy"])
+    assert model.config.decode.search == "greedy"
+    found = transduce.hypotheses(model, ["1 2 3"], beam=3, nbest=3)
+    assert len(found[0]) == 3
+    assert transduce.translate(model, ["1 2 3"], beam=3) == [found[0][0].text]
+    with pytest.raises(ConfigError, match="beam applies to beam search, not to greedy search"):
+        transduce.translate(model, ["1 2 3"], greedy=True, beam=3)
 
 
 def test_import_transduce_loads_no_torch():

@@ -714,15 +714,23 @@ def test_source_and_target_languages_by_name_reproduce_generate(imported, src, t
     assert [s.log_prob for s in by_name] == pytest.approx([s.log_prob for s in by_hand])
 
 
-LANGUAGE_ERRORS = [
-    ({"tgt_lang": "de"}, "give it too"),
-    ({"tgt_lang": "xx", "src_lang": "en"}, "language 'xx' is not one of this model's"),
-    ({"src_lang": "en"}, "--src-lang en goes with --tgt-lang"),
+LANGUAGE_ERRORS = [  # the arguments, as the Python API names them (the command line's options: --tgt-lang)
+    ({"tgt_lang": "de"}, "tgt_lang de goes with src_lang: this model reads the source language"),
+    ({"tgt_lang": "xx", "src_lang": "en"}, "tgt_lang xx: language 'xx' is not one of this model's"),
+    ({"tgt_lang": "de", "src_lang": "xx"}, "src_lang xx: language 'xx' is not one of this model's"),
+    ({"src_lang": "en"}, "src_lang en goes with tgt_lang"),
 ]
 
 
 @pytest.mark.parametrize(("languages", "fragment"), LANGUAGE_ERRORS)
 def test_a_language_the_model_cannot_read_is_one_clear_error(imported, languages, fragment):
-    _, _, _, ours = imported
+    """The same through the API and the command line, each naming its own argument or option
+    (the command line's said "give it too" for --src-lang before issue 87's sweep, 2026-12-04)."""
+    root, _, _, ours = imported
     with pytest.raises(ValueError, match=re.escape(fragment)):
         transduce.translate(ours, TEXTS["en"], **languages)
+    options = [word for name, code in languages.items() for word in (f"--{name.replace('_', '-')}", code)]
+    result = CliRunner().invoke(app, ["translate", str(root / "ours"), *options], input="hello world\n")
+    as_options = fragment.replace("tgt_lang", "--tgt-lang").replace("src_lang", "--src-lang")
+    assert result.exit_code == 2 and result.output.count("error:") == 1, result.output
+    assert as_options in " ".join(result.output.split())

@@ -137,6 +137,13 @@ BAD_BODIES = [
         '{"segments": ["1"], "search": "random"}',
         "Input should be 'beam', 'greedy' or 'sample'",
     ),
+    # the target language named by its field, not by --tgt-lang (issue 87's sweep, 2026-12-04)
+    ("tgt_lang of a one-pair model", '{"segments": ["1"], "tgt_lang": "de"}', '"loc":["body","tgt_lang"]'),
+    (
+        "tgt_lang named as a field",
+        '{"segments": ["1"], "tgt_lang": "de"}',
+        "tgt_lang de: this model translates",
+    ),
     ("too few prefixes", '{"segments": ["1", "2"], "prefixes": ["3"]}', "1 prefixes for 2 segments"),
     ("prefix too long", '{"segments": ["1"], "prefixes": ["' + "1 " * 60 + '"]}', "forced prefix has 60"),
 ]

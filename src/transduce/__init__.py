@@ -15,10 +15,11 @@ Each function imports what it needs when called, so `import transduce` stays che
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
     from .config import Config
@@ -38,7 +39,7 @@ def load_config(source: str | Path, overrides: Sequence[str] = ()) -> Config:
     raise `ConfigError`, naming the key and what it allows."""
     from .store.load import config_from
 
-    return config_from(str(source), list(overrides))
+    return config_from(str(_path(source, "source")), _strings(overrides, "overrides"))
 
 
 def fit(
@@ -67,13 +68,18 @@ def fit(
     from .train.run_dir import run_directory
     from .train.trainer import Trainer
 
+    for name, flag in (("resume", resume), ("keep_optimizer", keep_optimizer), ("keep_step", keep_step)):
+        _flag(flag, name)
+    _flag(progress, "progress")
+    run_dir = _path(run_dir, "run_dir")
+    overrides = _strings(overrides, "overrides")
     if (keep_optimizer or keep_step) and init_from is None:
         raise ValueError("keep_optimizer and keep_step go with init_from")
     if isinstance(config, Config):
-        cfg = build_config(config.model_dump(), list(overrides)) if overrides else config
+        cfg = build_config(config.model_dump(), overrides) if overrides else config
     else:
-        cfg = load_config(config, overrides)
-    start = Path(init_from) if init_from is not None else None
+        cfg = load_config(_path(config, "config", "a Config, a preset's name or a config file"), overrides)
+    start = _path(init_from, "init_from") if init_from is not None else None
     run = run_directory(str(run_dir), Path(run_dir), resume, cfg.data.dataset, start)
     trainer = Trainer(cfg, run, show_progress=progress)
 
@@ -102,11 +108,16 @@ def load(
     export directory), `threads` are CTranslate2's and `quantize="int8"` its int8 weights.
     Ensembles, syntax-aware and factored models, Universal Transformers and the other model
     kinds decode with `engine="torch"` only."""
-    from pathlib import Path
-
     from .decode.engines import engine_kind
 
-    return engine_kind(engine).open(Path(path), quantize, threads, device, None)
+    for name, value in (("device", device), ("quantize", quantize), ("engine", engine)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}: a string, not {type(value).__name__} ({value!r})")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise TypeError(
+            f"threads: a whole number of CPU threads or None, not {type(threads).__name__} ({threads!r})"
+        )
+    return engine_kind(engine).open(_path(path, "path"), quantize, threads, device, None)
 
 
 def translate(
@@ -156,10 +167,16 @@ def hypotheses(
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown decoding option {', '.join(unknown)}; allowed: {', '.join(known)}")
+    _flag(greedy, "greedy")
+    if options.get("sample") is not None:
+        _flag(options["sample"], "sample")
+    _language(tgt_lang, "tgt_lang")
+    _language(src_lang, "src_lang")
     settings = decode_options(reader.config.decode, greedy=greedy or None, **options)
-    outputs, _ = translate_lines(
-        model, lines, settings, prefixes=prefixes, tgt_lang=tgt_lang, src_lang=src_lang
-    )
+    with _named_as_arguments():
+        outputs, _ = translate_lines(
+            model, lines, settings, prefixes=prefixes, tgt_lang=tgt_lang, src_lang=src_lang
+        )
     return outputs
 
 
@@ -177,14 +194,18 @@ def score(
     `tgt_lang` as `translate`'s."""
     from .decode.pipeline import score_lines
 
-    return score_lines(
-        _model(model),
-        _lines(sources, "sources"),
-        _lines(targets, "targets"),
-        per_token=per_token,
-        tgt_lang=tgt_lang,
-        src_lang=src_lang,
-    )
+    _flag(per_token, "per_token")
+    _language(tgt_lang, "tgt_lang")
+    _language(src_lang, "src_lang")
+    with _named_as_arguments():
+        return score_lines(
+            _model(model),
+            _lines(sources, "sources"),
+            _lines(targets, "targets"),
+            per_token=per_token,
+            tgt_lang=tgt_lang,
+            src_lang=src_lang,
+        )
 
 
 def _lines(value: object, name: str) -> list[str]:
@@ -202,6 +223,50 @@ def _lines(value: object, name: str) -> list[str]:
     if wrong is not None:
         raise TypeError(f"{name}[{wrong}]: a string, not {type(lines[wrong]).__name__}")
     return lines
+
+
+def _strings(value: object, name: str) -> list[str]:
+    """`value` as a list of strings (dotted overrides), or a TypeError naming the argument."""
+    if isinstance(value, str | bytes):
+        raise TypeError(
+            f"{name}: a list of strings such as ['train.steps=2000'], not a single {type(value).__name__}"
+        )
+    if value is None:
+        raise TypeError(f"{name}: a list of strings such as ['train.steps=2000'], not None")
+    return _lines(value, name)
+
+
+def _path(value: object, name: str, what: str = "a path") -> Path:
+    """`value` as a Path, or a TypeError naming the argument: a str or an os.PathLike of a str."""
+    from pathlib import Path
+
+    if isinstance(value, str) or (hasattr(value, "__fspath__") and isinstance(value.__fspath__(), str)):
+        return Path(value)  # type: ignore[arg-type]
+    raise TypeError(f"{name}: {what} (a str or pathlib.Path), not {type(value).__name__}")
+
+
+def _flag(value: object, name: str) -> None:
+    """A TypeError naming the argument unless `value` is True or False (a string such as "no"
+    would count as true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: True or False, not {type(value).__name__} ({value!r})")
+
+
+def _language(value: object, name: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name}: a language code (str) or None, not {type(value).__name__} ({value!r})")
+
+
+@contextmanager
+def _named_as_arguments() -> Iterator[None]:
+    """A wrong or missing language's error (a ValueError) naming `tgt_lang` and `src_lang`, the
+    arguments given, where the command line's message names its options (`--tgt-lang`)."""
+    from .decode.languages import TargetLanguageError
+
+    try:
+        yield
+    except TargetLanguageError as exc:
+        raise TargetLanguageError(exc.by_field()) from None
 
 
 def _model(model: object) -> Loaded:

@@ -414,7 +414,6 @@ def evaluate(
     from .. import evaluate as ev
     from ..data.kinds import data_kind
     from ..decode.kinds import decoding_for
-    from ..metrics import corpus_scores
 
     if output is not None:
         _check_kept(output, [hyp, split, trees], [p for p in (src, *(ref or []), src_trees) if p is not None])
@@ -426,8 +425,9 @@ def evaluate(
             _evaluate_parse(trees, hyp, load if checkpoints else None, greedy=greedy, beam=beam, alpha=alpha)
             return
         if hyp is not None:
-            _print_scores(corpus_scores(_read_input(hyp), *refs) if refs else fail("--hyp needs --ref"))
-            return
+            return _score_hypotheses(
+                hyp, refs, src=src, split=split, greedy=greedy, beam=beam, alpha=alpha, tgt_lang=tgt_lang
+            )
         if not checkpoints:
             fail("give a CHECKPOINT (with --src/--ref or --split), or --hyp with --ref")
         listed = read_shortlist(shortlist)
@@ -559,6 +559,17 @@ def score(
             row += "\t" + " ".join(f"{vocab.token(i)}={t:.4f}" for i, t in zip(s.ids, s.tokens, strict=True))
         rows.append(row)
     _write_output(output, rows)
+
+
+def _score_hypotheses(hyp: Path, refs: list[list[str]], **translating: object) -> None:
+    """evaluate --hyp: the file scored as it is against the references; what would translate
+    (the source, the search, the target language) is refused, as it would be ignored."""
+    from ..metrics import corpus_scores
+
+    named = [f"--{name.replace('_', '-')}" for name, value in translating.items() if value]
+    if named:
+        fail(f"{', '.join(named)}: --hyp is scored as it is; nothing is translated")
+    _print_scores(corpus_scores(_read_input(hyp), *refs) if refs else fail("--hyp needs --ref"))
 
 
 def _evaluate_parse(

@@ -25,6 +25,11 @@ class TargetLanguageError(ValueError):
     """A target language the model cannot translate into, or none where one is needed; says which
     languages the model knows."""
 
+    def by_field(self) -> str:
+        """The message with the options named as the Python API's arguments and the server's body
+        fields name them (`tgt_lang`, `src_lang`), not as the command line's (`--tgt-lang`)."""
+        return str(self).replace("--tgt-lang", "tgt_lang").replace("--src-lang", "src_lang")
+
 
 @dataclass(frozen=True)
 class TargetLanguages:
@@ -99,6 +104,16 @@ def _language_tokens(
         if src_lang is not None:
             raise TargetLanguageError(f"--src-lang {src_lang} goes with --tgt-lang: give the target language")
         return LanguageInput(lines, [None] * len(lines))
+    if src_lang is None:
+        raise TargetLanguageError(
+            f"--tgt-lang {tgt_lang} goes with --src-lang: this model reads the source language from a "
+            "token before the source (M2M100, NLLB); give it"
+        )
+    for option, language in (("--src-lang", src_lang), ("--tgt-lang", tgt_lang)):
+        try:
+            loaded.src_vocab.languages.token(language)
+        except ValueError as exc:  # names the language, not the option
+            raise TargetLanguageError(f"{option} {language}: {exc}") from None
     found = language_tokens(loaded, tgt_lang, src_lang)
     vocab = loaded.src_vocab
     first = piece_id(vocab, found.source[0])

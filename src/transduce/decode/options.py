@@ -118,14 +118,23 @@ def _search(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
+def _asks_for_beam(given: dict[str, Any]) -> bool:
+    """Whether the given options are beam search's own (`beam`, `alpha`, `nbest` above 1): with
+    no search named, they ask for it whatever the checkpoint's default (`decode.search`)."""
+    return any(name in given for name in SEARCH_ONLY) or given.get("nbest", 1) != 1
+
+
 def decode_options(base: DecodeConfig, **given: Any) -> DecodeConfig:
     """`base` with the given (not None) settings overlaid, validated once: an OptionsError names
     every problem, including a given option that the decoding chosen would ignore. `greedy=True`
-    and `sample=True` are spellings of `search`."""
+    and `sample=True` are spellings of `search`; with none of them, beam search's own options ask
+    for beam search (a checkpoint trained with `decode.search = "greedy"` given `--beam 4`)."""
     given = _search({k: v for k, v in given.items() if v is not None})
+    if "search" not in given and base.search != "beam" and _asks_for_beam(given):
+        given["search"] = "beam"  # a checkpoint that decodes greedily or by sampling, asked for a beam
     try:
-        options = DecodeConfig.model_validate(
-            {**base.model_dump(), **given}, context={"name": lambda field: "{" + field + "}"}
+        options = DecodeConfig.model_validate(  # strict: a "4" or a True is no beam size
+            {**base.model_dump(), **given}, strict=True, context={"name": lambda field: "{" + field + "}"}
         )
     except ValidationError as exc:
         raise OptionsError([_problem(e) for e in exc.errors()]) from None

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from ..decode.engine import Engine
 from ..decode.engines import engine_kind
+from ..decode.languages import TargetLanguageError
 from ..decode.options import OptionsError, check_min_len, decode_options
 from ..decode.pipeline import encode_lines, encode_prefixes, render
 from ..decode.search import Hypothesis
@@ -197,6 +198,10 @@ def _unprocessable() -> Iterator[None]:
             for field, message in exc.messages()
         ]
         raise HTTPException(422, errors) from None
+    except TargetLanguageError as exc:  # its message names the command line's options: name the fields
+        text = exc.by_field()
+        field = "src_lang" if text.startswith("src_lang") else "tgt_lang"
+        raise HTTPException(422, [{"loc": ["body", field], "msg": text, "type": "value_error"}]) from None
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
 
