@@ -108,6 +108,28 @@ BAD = [
     ("a tag the corpus holds", lambda r: [*two(r), "--tag-format", "{lang}ish!"], ""),  # filled in below
     ("pairs and DATA_DIR", lambda r: [r / "en-de", *two(r)], "give DATA_DIR or --pair options, not both"),
     ("pairs with factors", lambda r: [*two(r), "--factors", "1"], "--pair takes plain text sources"),
+    # issue 87's sweep (2026-12-04): each was accepted, the option ignored or the pair read twice
+    (
+        "pairs with --src and --tgt",
+        lambda r: [*two(r), "--src", "en", "--tgt", "de"],
+        "--src and --tgt name DATA_DIR's files; with --pair each pair names its languages",
+    ),
+    (
+        "pairs with --task",
+        lambda r: [*two(r), "--task", "copy"],
+        "--pair applies to parallel text, not to --task",
+    ),
+    ("pairs with --separate-vocab", lambda r: [*two(r), "--separate-vocab"], "no --separate-vocab"),
+    (
+        "a pair of one language",
+        lambda r: [f"--pair=en-en={r / 'en-de'}", f"--pair=en-fr={r / 'en-fr'}"],
+        "the source and the target are one language",
+    ),
+    (
+        "--tag-format without --pair",
+        lambda r: [r / "en-de", "--src", "en", "--tgt", "de", "--tag-format", "__{lang}__"],
+        "--tag-format goes with --pair",
+    ),
 ]
 
 
@@ -316,7 +338,21 @@ def test_a_best_pair_that_cannot_be_used_is_one_error_line(multilingual, tmp_pat
     assert result.output.count("error:") == 1 and "Traceback" not in result.output
 
 
-def test_a_best_pair_on_a_bilingual_dataset_is_one_error_line(multilingual, tmp_path):
+ONE_PAIR = [  # a multilingual setting on a dataset of one pair: what the error says
+    ("best_pair", ["train.best_metric=bleu", "train.best_pair=en-de"], "needs a dataset of several pairs"),
+    # issue 87's sweep (2026-12-04): drew nothing, and was accepted
+    (
+        "pair_temperature",
+        ["data.pair_temperature=5"],
+        "data.pair_temperature=5 draws the pairs of a multilingual dataset",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), [r[1:] for r in ONE_PAIR], ids=[r[0] for r in ONE_PAIR])
+def test_a_multilingual_setting_on_a_bilingual_dataset_is_one_error_line(
+    multilingual, tmp_path, extra, message
+):
     data = tmp_path / "data"
     assert (
         prepare(
@@ -324,15 +360,9 @@ def test_a_best_pair_on_a_bilingual_dataset_is_one_error_line(multilingual, tmp_
         ).exit_code
         == 0
     )
-    overrides = [
-        *TINY_MODEL,
-        "train.steps=2",
-        f"data.dataset={data}",
-        "train.best_metric=bleu",
-        "train.best_pair=en-de",
-    ]
+    overrides = [*TINY_MODEL, "train.steps=2", f"data.dataset={data}", *extra]
     result = CliRunner().invoke(
         app, ["train", "small", *overrides, "--run-dir", str(tmp_path / "run"), "--no-progress"]
     )
-    assert result.exit_code == 2 and "needs a dataset of several pairs" in result.output
+    assert result.exit_code == 2 and message in result.output
     assert result.output.count("error:") == 1 and "Traceback" not in result.output

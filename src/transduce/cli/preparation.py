@@ -314,12 +314,15 @@ def prepare(
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else
     (a file, a foreign or non-empty directory, a link) needs --force, which never replaces anything
     inside DATA_DIR; an -o that contains an input file is always refused."""
+    from ..data.languages import DEFAULT_TAG as default_tag
     from ..data.prepare import PrepareOptions, prepare_pairs, prepare_text, ratio_limit
     from ..data.source import SourceFormat
     from ..store.load import vocab_source
 
     if vocab_from is not None and task is not None:
         fail("--vocab-from applies to parallel text, not to --task")
+    if pairs and task is not None:
+        fail("--pair applies to parallel text, not to --task")
     with sigterm_stops(), _prepare_errors(out):
         if task is not None:
             _prepare_task(
@@ -328,6 +331,12 @@ def prepare(
             return
         if data_dir is None and not pairs:
             fail("give a DATA_DIR with parallel text files, --pair SRC-TGT=DIR for each pair, or --task NAME")
+        if pairs and (src, tgt) != ("src", "tgt"):
+            fail(
+                "--src and --tgt name DATA_DIR's files; with --pair each pair names its languages (en-de=DIR)"
+            )
+        if not pairs and tag_format != default_tag:
+            fail("--tag-format goes with --pair (a multilingual dataset's target-language tags)")
         opts = PrepareOptions(
             src,
             tgt,

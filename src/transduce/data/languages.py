@@ -62,6 +62,10 @@ def parse_pair(spec: str, form: str = DEFAULT_TAG) -> tuple[LanguagePair, Path]:
     src, dash, tgt = langs.partition("-")
     if not (sep and dash and folder and CODE.fullmatch(src) and CODE.fullmatch(tgt)):
         raise LanguageError(f"--pair {spec!r}: give SRC-TGT=DIR, e.g. en-de=corpus/en-de")
+    if src == tgt:
+        raise LanguageError(
+            f"--pair {spec!r}: the source and the target are one language, so one file ({src})"
+        )
     return LanguagePair(src=src, tgt=tgt, tag=tag_for(tgt, form)), Path(folder)
 
 

@@ -35,3 +35,13 @@ class PairMixing:
             whole, rest = divmod(quota, len(members)) if len(members) else (0, 0)
             drawn += [members] * whole + [rng.choice(members, rest, replace=False)]
         return np.concatenate(drawn)
+
+
+def check_temperature(temperature: float, pairs: int) -> None:
+    """ValueError for a data.pair_temperature other than 1 on a dataset of fewer than two pairs,
+    where it would draw nothing differently: an option that would be ignored."""
+    if temperature != 1.0 and pairs < 2:
+        raise ValueError(
+            f"data.pair_temperature={temperature:g} draws the pairs of a multilingual dataset (prepare "
+            "--pair ...); this dataset has one pair: leave it out"
+        )

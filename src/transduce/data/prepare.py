@@ -472,6 +472,8 @@ def _pair_inputs(
             "--pair takes plain text sources and learns its vocabulary: no --source-format tree, "
             "--factors, --source-trees or --vocab-from"
         )
+    if opts.shared_vocab is False:
+        raise CorpusError("--pair learns one vocabulary for every language, shared: no --separate-vocab")
     splits = [_split_files(p.folder, p.options(opts)) for p in pairs]
     files = [f for split in splits for s in split.values() for f in (s.src, s.tgt)]
     for f in files:

@@ -20,7 +20,7 @@ from ..config import Config, ConfigError, ModelConfig, check_positions
 from ..data.batching import BatchSampler, round_up
 from ..data.dataset import Dataset, DatasetError, Split, prepare_task
 from ..data.kinds import data_kind
-from ..data.mixing import PairMixing
+from ..data.mixing import PairMixing, check_temperature
 from ..data.vocab import FIRST_SYMBOL, PAD
 from ..model import build_model
 from ..model.kinds import assembly_for
@@ -195,6 +195,7 @@ def build_parts(cfg: Config, run_dir: Path, env: Distributed) -> Parts:
     try:
         check_best_metric(t.best_metric, data.meta.data_kind)
         check_best_pair(t.best_pair, data.meta.languages)
+        check_temperature(cfg.data.pair_temperature, len(data.meta.languages))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     device = training_device(env)
