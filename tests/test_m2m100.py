@@ -4,6 +4,7 @@ forced first, `translate` through the CLI, the round trip, and broken directorie
 
 import io
 import json
+import os
 import random
 import re
 import shutil
@@ -358,6 +359,24 @@ def _remove(name):
     return lambda folder: (folder / name).unlink()
 
 
+def _pipe(name):
+    """Damage: the file replaced by a named pipe nobody writes to (reading it would block)."""
+
+    def damage(folder):
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+
+    return damage
+
+
+def _linked_to_a_device(name):
+    def damage(folder):
+        (folder / name).unlink()
+        (folder / name).symlink_to("/dev/zero")  # endless bytes
+
+    return damage
+
+
 def _edit_tensors(change):
     def damage(folder):
         weights = load_file(str(folder / "model.safetensors"))
@@ -447,6 +466,12 @@ BAD_M2M100 = [
     ("spm-missing", _remove("sentencepiece.bpe.model"), "sentencepiece.bpe.model: missing tokenizer file"),
     ("spm-garbage", _write("sentencepiece.bpe.model", b"not a model"), "not a sentencepiece model"),
     ("spm-empty", _write("sentencepiece.bpe.model", b""), "empty, not a sentencepiece model"),
+    # issue 87's sweep (2026-12-04): pipes hung, a device was read without end
+    ("config-pipe", _pipe("config.json"), "config.json: not a regular file (a directory, pipe or device)"),
+    ("weights-pipe", _pipe("model.safetensors"), "model.safetensors: not a regular file"),
+    ("spm-pipe", _pipe("sentencepiece.bpe.model"), "sentencepiece.bpe.model: not a regular file"),
+    ("vocab-pipe", _pipe("vocab.json"), "vocab.json: not a regular file"),
+    ("weights-device", _linked_to_a_device("model.safetensors"), "model.safetensors: not a regular file"),
 ]
 
 

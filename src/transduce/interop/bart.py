@@ -73,10 +73,19 @@ def special_permutation(vocab_size: int, pad: int, unk: int, eos: int, start: in
     return [pad, unk, start, eos, *rest]
 
 
+def check_regular(path: Path) -> None:
+    """ConversionError for a path that is there but is no regular file once links are followed (a
+    Hugging Face cache links to its blobs): a directory, or a pipe or device, which could block
+    reading for ever."""
+    if path.exists() and not path.is_file():
+        raise ConversionError(f"{path}: not a regular file (a directory, pipe or device)")
+
+
 def read_json(path: Path) -> Any:
     """A JSON file's content; a missing, unreadable or malformed file is a ConversionError naming it."""
     if not path.exists():
         raise ConversionError(f"{path}: missing")
+    check_regular(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
@@ -105,6 +114,7 @@ def read_hf_directory(hf_dir: Path, model_type: str) -> tuple[dict[str, Any], di
             f"{hf_dir}: no model.safetensors (pickled pytorch_model.bin is not loaded, "
             "for safety; convert it with save_pretrained(safe_serialization=True))"
         )
+    check_regular(weights_file)
     try:
         weights = load_file(str(weights_file))
     except (SafetensorError, OSError) as exc:
@@ -232,6 +242,7 @@ def read_pieces(path: Path, vocab_size: int) -> dict[str, int]:
 def read_spm(path: Path) -> bytes:
     """A sentencepiece model file's bytes. An empty one is refused before sentencepiece sees it:
     it would load as an uninitialised model that fails on first use."""
+    check_regular(path)
     if not path.is_file():
         raise ConversionError(f"{path}: missing tokenizer file {path.name}")
     try:
