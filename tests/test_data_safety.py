@@ -366,6 +366,26 @@ def test_dangerous_command_is_refused_and_loses_nothing(tmp_path, trained, scene
     assert snapshot(trained) == before_run
 
 
+NAMELESS = [  # an -o that names no folder of its own, with --force (issue 87's sweep, 2026-12-04)
+    ("export -o ''", lambda tmp, run: ["export", str(run), "--format", "ctranslate2", "-o", ""]),
+    ("prepare -o .", lambda tmp, run: prepare_args(write_corpus(tmp / "c"), Path("."))),
+    ("prepare -o ..", lambda tmp, run: prepare_args(write_corpus(tmp / "c"), Path("..") / "cwd" / "..")),
+]
+
+
+@pytest.mark.parametrize("scene", [r[1] for r in NAMELESS], ids=[r[0] for r in NAMELESS])
+def test_an_output_without_a_name_of_its_own_is_refused(tmp_path, trained, monkeypatch, scene):
+    """'' is '.': the working directory (import m2m100 gave a traceback; the others an error
+    about "PosixPath('.')"); '..' its parent. Refused before any work, --force or not."""
+    monkeypatch.chdir(foreign_dir(tmp_path / "cwd"))
+    argv = [*scene(tmp_path, trained), "--force"]
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2 and result.output.count("error:") == 1, result.output
+    assert "give the output a name of its own (not '.', '..' or '/')" in result.output
+    assert snapshot(tmp_path) == before
+
+
 @contextlib.contextmanager
 def file_size_limit(limit: int):
     """Writes past `limit` bytes fail (EFBIG) as writes to a full disk fail (ENOSPC): this process's

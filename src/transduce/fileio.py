@@ -135,6 +135,8 @@ def check_output_dir(out: Path, command: str, inputs: Iterable[Path] = (), force
     replaced atomically). Anything else needs `force`; an output overlapping an input is always
     refused, since writing it would destroy what is being read."""
     out = Path(out)
+    if out.name in ("", ".."):  # '', '.', '/', 'a/..': the folder itself would be replaced, or its parent
+        raise OutputError(f"-o {str(out)!r}: give the output a name of its own (not '.', '..' or '/')")
     check_path(out)
     clash = _overlaps(out, inputs)
     if clash is not None:
