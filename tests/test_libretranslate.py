@@ -128,7 +128,7 @@ def test_alternatives_are_the_n_best_after_the_best(served):
     assert got["alternatives"] == [t for t in dict.fromkeys(nbest[1:]) if t != best]
 
 
-BAD = [  # name, fields sent as JSON (or raw bytes as a form body), status, what the error says
+BAD = [  # name, fields as JSON (raw bytes: a form body; a pair: a content type and a body), status, error
     ("missing q", {"source": "en", "target": "de"}, 400, "missing q parameter"),
     ("empty q", {"q": "", "source": "en", "target": "de"}, 400, "missing q parameter"),
     ("q not text", {"q": 5, "source": "en", "target": "de"}, 400, "q must be a string or a list"),
@@ -154,6 +154,19 @@ BAD = [  # name, fields sent as JSON (or raw bytes as a form body), status, what
     ("not an object", b"[1]", 400, "Invalid JSON format"),
     ("not JSON", b"{", 400, "Invalid JSON format"),
     ("a 10 MB q", b"q=" + b"1" * 10_000_000 + b"&source=en&target=de", 400, "over 4096 bytes"),
+    # issue 87's sweep (2026-12-04): read as no fields, so "missing q" for a body that holds it
+    (
+        "JSON sent as text/plain",
+        ("text/plain", b'{"q": "1", "source": "en", "target": "de"}'),
+        400,
+        "a body of type text/plain is not read: send the fields as JSON or a form",
+    ),
+    (
+        "a multipart body without a boundary",
+        ("multipart/form-data", b"q=1&source=en&target=de"),
+        400,
+        "multipart/form-data body without fields",
+    ),
 ]
 
 
@@ -162,6 +175,8 @@ def test_a_bad_request_is_a_libretranslate_status_with_an_error(served, fields, 
     url = f"{served.url}{API}/translate"
     if isinstance(fields, dict):
         answer = httpx.post(url, json=fields)
+    elif isinstance(fields, tuple):  # (content type, body)
+        answer = httpx.post(url, content=fields[1], headers={"content-type": fields[0]})
     elif fields.startswith(b"q="):
         answer = httpx.post(
             url, content=fields, headers={"content-type": "application/x-www-form-urlencoded"}

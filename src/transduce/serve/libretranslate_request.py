@@ -5,7 +5,9 @@ Refusals carry LibreTranslate's messages and are 400s, in its order: q, source, 
 (in the route) the languages and the format.
 
 Where we go beyond it: `q` repeated in a form is a list, answered with a list (LibreTranslate
-reads the first); a `q` of another type is a 400 (LibreTranslate fails with a 500).
+reads the first); a `q` of another type is a 400 (LibreTranslate fails with a 500); a body that is
+neither JSON nor a form (JSON sent as text/plain), or a multipart body without fields, is a 400
+saying so (LibreTranslate ignores it, then asks for the key or the q it holds).
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ async def read_fields(request: Request) -> dict[str, Any]:
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     elif kind == "multipart/form-data":
         form = _multipart(request.headers["content-type"], body)
+        if body.strip() and not form:
+            raise HTTPException(400, "multipart/form-data body without fields (is its boundary missing?)")
+    elif body.strip():  # Flask would drop it, and ask for a key or a q the body holds
+        raise HTTPException(
+            400, f"a body of type {kind or '(none)'} is not read: send the fields as JSON or a form"
+        )
     given = {**form, **parse_qs(request.url.query, keep_blank_values=True)}
     return {name: values if name == "q" and len(values) > 1 else values[0] for name, values in given.items()}
 
