@@ -68,7 +68,7 @@ TINY = [
     "data.max_tokens=200",
 ]
 STEPS = ["train.steps=2", "train.save_every=2", "train.validate_every=2", "--no-progress"]
-WORDS = ("the cat sat on a mat and dog ran far away big red fox jumps over lazy small house tree").split(" ")  # noqa: SIM905
+WORDS = "the cat sat on a mat and dog ran far away big red fox jumps over lazy small house tree"
 KEY = "sekret"
 
 
@@ -87,10 +87,10 @@ class Fixtures:
 def _corpus(folder: Path, src: str, tgt: str, change: Callable[[str], str], seed: int) -> None:
     import random
 
-    rng = random.Random(seed)
+    rng, words = random.Random(seed), WORDS.split()
     folder.mkdir(parents=True, exist_ok=True)
     for split, size in (("train", 300), ("dev", 12), ("test", 12)):
-        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 7))) for _ in range(size)]
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 7))) for _ in range(size)]
         (folder / f"{split}.{src}").write_text("".join(f"{line}\n" for line in lines))
         (folder / f"{split}.{tgt}").write_text("".join(f"{change(line)}\n" for line in lines))
 
