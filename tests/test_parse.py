@@ -61,7 +61,7 @@ def test_small_model_learns_to_parse_the_generated_treebank(tmp_path):
             "train.lr_scale=0.5",
             "train.validate_every=600",
             "train.save_every=600",
-            "train.threads=2",
+            "train.threads=1",
             "decode.max_len_a=3",
             "decode.max_len_b=10",
         ],

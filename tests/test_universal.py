@@ -192,7 +192,7 @@ def test_small_ut_learns_reverse(tmp_path):
             "train.lr_scale=0.25",
             "train.validate_every=800",
             "train.save_every=800",
-            "train.threads=2",
+            "train.threads=1",
         ],
     )
     metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
