@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from ..config import DEPTH_MAX, WIDTH_MAX, Config
+from ..config import DEPTH_MAX, WIDTH_MAX, Config, ModelConfig
 from ..model import build_model
 
 
@@ -146,6 +146,23 @@ def structure(hf: dict[str, Any]) -> dict[str, int]:
         "d_ff": sizes["encoder_ffn_dim"],
         "encoder_layers": sizes["encoder_layers"],
         "decoder_layers": sizes["decoder_layers"],
+    }
+
+
+def hf_sizes(m: ModelConfig) -> dict[str, Any]:
+    """config.json's sizes and dropouts of a model of ours (`structure` read back)."""
+    return {
+        "d_model": m.d_model,
+        "encoder_layers": m.encoder_layers,
+        "decoder_layers": m.decoder_layers,
+        "encoder_attention_heads": m.heads,
+        "decoder_attention_heads": m.heads,
+        "encoder_ffn_dim": m.d_ff,
+        "decoder_ffn_dim": m.d_ff,
+        "activation_function": m.activation,
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation_dropout": m.ffn_dropout,
     }
 
 
