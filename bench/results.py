@@ -187,37 +187,60 @@ def domain(records: Path) -> Lines:
 
 
 def multilingual(records: Path) -> Lines:
-    """One multilingual model against bilingual ones at equal updates (bench/mt/multilingual.py)."""
+    """One multilingual model against bilingual ones at equal updates and at equal training FLOPs
+    (bench/mt/multilingual.py)."""
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((records / "mt-multi").glob("*.json"))]
-    systems = {s: [r for r in runs if r["system"] == s] for s in ("bilingual", "multilingual")}
-    multi = systems["multilingual"]
+    bilingual = [r for r in runs if r["system"] == "bilingual"]
+    multi = [r for r in runs if r["system"] == "multilingual"]
+    at_flops = [r["equal_compute"] for r in multi if "equal_compute" in r]
     pairs = sorted({lang for r in multi for lang in r["pairs"]})
 
-    def cell(system: str, lang: str) -> str:
-        found = [r["pairs"][lang] for r in systems[system] if lang in r["pairs"]]
-        return f"{spread([s['bleu'] for s in found])} / {spread([s['chrf'] for s in found])} ({len(found)})"
+    def cell(found: list[dict], lang: str) -> str:
+        scores = [r["pairs"][lang] for r in found if lang in r["pairs"]]
+        return (
+            f"{spread([x['bleu'] for x in scores])} / {spread([x['chrf'] for x in scores])} ({len(scores)})"
+        )
 
     rows = [
-        {"pair": f"en-{lang}", "bi": cell("bilingual", lang), "multi": cell("multilingual", lang)}
+        {
+            "pair": f"en-{lang}",
+            "bi": cell(bilingual, lang),
+            "flops": cell(at_flops, lang),
+            "multi": cell(multi, lang),
+        }
         for lang in pairs
     ]
-    minutes = {s: statistics.fmean(r["train_minutes"] for r in found) for s, found in systems.items()}
-    bilingual_steps, multi_steps = systems["bilingual"][0]["steps"], multi[0]["steps"]
+    minutes = {
+        "bilingual": statistics.fmean(r["train_minutes"] for r in bilingual),
+        "multilingual": statistics.fmean(r["train_minutes"] for r in multi),
+    }
+    steps = ", ".join(f"{r['step']:,} ({r['flops_ratio']:.2f}x their FLOPs)" for r in at_flops)
     return [
         "## Many languages in one model",
         "",
         f"English→{'/'.join(pairs)} on the l10n corpora (Debian's catalogs): one `small-fast` model for "
         f"every pair (`prepare --pair`: one {multi[0]['vocab']:,}-piece vocabulary, `>>xxx<<` tags; "
-        f"{multi[0]['parameters'] / 1e6:.2f}M parameters, {multi_steps:,} updates) against a bilingual "
-        f"one per pair (4,000 pieces, {systems['bilingual'][0]['parameters'] / 1e6:.2f}M parameters, "
-        f"{bilingual_steps:,} updates each). The same updates of the same batch size in all, not the same "
-        f"time: the larger output layer took {minutes['multilingual']:.0f} training minutes against "
-        f"{len(pairs)} x {minutes['bilingual']:.0f} on one thread of a host shared with other jobs. Test "
-        "BLEU / chrF (beam 4, each pair's 2,000 lines), mean ± standard deviation over seeds (their "
-        "number in brackets):",
+        f"{multi[0]['parameters'] / 1e6:.2f}M parameters, {multi[0]['steps']:,} updates) against a "
+        f"bilingual one per pair (4,000 pieces, {bilingual[0]['parameters'] / 1e6:.2f}M parameters, "
+        f"{bilingual[0]['steps']:,} updates each, on one thread of a host shared with other jobs: "
+        f"{minutes['bilingual']:.0f} training minutes each, the multilingual {minutes['multilingual']:.0f}). "
+        "Equal updates give the multilingual model more arithmetic (its output layer is twice as "
+        "large); at equal training FLOPs (the three bilingual models' together, from each run's "
+        f"log) it is its checkpoint at update {steps}, by seed. Test BLEU / chrF (beam 4, each pair's 2,000 "
+        "lines), mean ± standard deviation over seeds (their number in brackets):",
         "",
-        *markdown_table(rows, {"pair": "pair", "bi": "bilingual", "multi": "multilingual"}),
-        *provenance(multi[-1], "mt"),
+        *markdown_table(
+            rows,
+            {
+                "pair": "pair",
+                "bi": "bilingual",
+                "flops": "multilingual, equal FLOPs",
+                "multi": "equal updates",
+            },
+        ),
+        "",
+        f"`{multi[-1]['command']}`, then `python -m bench.mt.multilingual --equal-compute`  ",
+        f"Host: {multi[-1]['host']}. Date: {multi[-1]['date']}. Notes: [mt](results/mt.md).",
     ]
 
 

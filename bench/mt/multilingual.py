@@ -4,6 +4,7 @@ for X in --langs on the l10n corpora (Debian's catalogs, bench/data/l10n_corpus.
 
     python -m bench.mt.multilingual --langs de fr es --steps 5000 --seeds 1 2 --threads 1
     python -m bench.mt.multilingual --report          # the table of the records only
+    python -m bench.mt.multilingual --equal-compute   # the multilingual runs at the bilinguals' FLOPs
 
 `--systems bilingual` and `--systems multilingual` split the work between two invocations (two
 cores; each model trains on one thread either way).
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import time
 from pathlib import Path
 
@@ -40,6 +43,7 @@ from transduce.data.languages import parse_pair
 from transduce.data.prepare import PairInput, PrepareOptions, prepare_pairs
 from transduce.fileio import write_text_atomic
 from transduce.metrics import corpus_scores
+from transduce.store.checkpoint import CHECKPOINTS, step_checkpoints
 
 RECORDS = BENCH / "records" / "mt-multi"
 RUNS = OUT / "multi"
@@ -114,6 +118,42 @@ def run_seed(found: dict[str, Path], multi: Path, seed: int, args: argparse.Name
         )
 
 
+def flops_per_token(run: Path) -> float:
+    """Training FLOPs per target token, as the run's log reports them (train/tflops over
+    train/tokens_per_s, the median over its lines): the arithmetic of the model on its data."""
+    found = [
+        float(m.group(2)) * 1e12 / float(m.group(1))
+        for line in (run / "train.log").read_text(encoding="utf-8").splitlines()
+        if (m := re.search(r"train/tokens_per_s=([\d.e+]+) train/tflops=([\d.e+-]+)", line))
+    ]
+    return statistics.median(found)
+
+
+def equal_compute(name: str, found: dict[str, Path]) -> None:
+    """A multilingual record gets the scores of its checkpoint whose training FLOPs come nearest
+    the bilingual models' of its seed, all three together: the comparison at equal compute
+    (equal updates give the multilingual model more: its output layer is larger)."""
+    result = json.loads((RECORDS / f"{name}.json").read_text(encoding="utf-8"))
+    bilingual = [
+        f"bilingual-{SRC}-{lang}-seed{result['seed']}-{result['steps'] // len(found)}steps" for lang in found
+    ]
+    budget = sum(
+        flops_per_token(RUNS / b)
+        * json.loads((RECORDS / f"{b}.json").read_text(encoding="utf-8"))["train_tokens"]
+        for b in bilingual
+    )
+    per_token = flops_per_token(RUNS / name)
+    kept = [
+        (json.loads((c / "trainer.json").read_text(encoding="utf-8"))["state"], c)
+        for c in step_checkpoints(RUNS / name / CHECKPOINTS)
+    ]
+    state, checkpoint = min(kept, key=lambda k: abs(per_token * k[0]["tokens"] - budget))
+    pairs = {lang: test_scores(checkpoint, corpus, lang, True) for lang, corpus in found.items()}
+    result["equal_compute"] = {"step": state["step"], "flops_ratio": per_token * state["tokens"] / budget}
+    result["equal_compute"] |= {"train_minutes": state["train_seconds"] / 60, "pairs": pairs}
+    record(name, result)
+
+
 def facts(run: Path, metrics: dict) -> dict:
     """What a record says of the training: minutes, target tokens, parameters."""
     model = transduce.load(run)
@@ -158,14 +198,25 @@ def main() -> None:
         default=["bilingual", "multilingual"],
         help="the models to train (two invocations, one each, share two cores)",
     )
+    parser.add_argument(
+        "--equal-compute",
+        action="store_true",
+        help="score each recorded multilingual run's checkpoint nearest the training FLOPs of its seed's "
+        "bilingual models, all three together (its run directory's checkpoints), into its record",
+    )
     parser.add_argument("--report", action="store_true", help="print the records' table only")
     args = parser.parse_args()
     args.command = "python -m bench.mt.multilingual " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items()
-        if k not in ("report", "systems")
+        if k not in ("report", "systems", "equal_compute")
     )
-    if not args.report:
+    if args.equal_compute:
+        found = corpora(args.langs)
+        for path in sorted(RECORDS.glob("multilingual-*-seed*.json")):
+            if "equal_compute" not in json.loads(path.read_text(encoding="utf-8")):
+                equal_compute(path.stem, found)
+    elif not args.report:
         found = corpora(args.langs)
         multi = multilingual_data(found, args.multi_vocab)
         for seed in args.seeds:
