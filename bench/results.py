@@ -239,7 +239,7 @@ def multilingual(records: Path) -> Lines:
             },
         ),
         "",
-        f"`{multi[-1]['command']}`, then `python -m bench.mt.multilingual --equal-compute`  ",
+        f"`{multi[0]['command']}`, then `python -m bench.mt.multilingual --equal-compute`  ",
         f"Host: {multi[-1]['host']}. Date: {multi[-1]['date']}. Notes: [mt](results/mt.md).",
     ]
 
