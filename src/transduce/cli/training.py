@@ -74,10 +74,10 @@ def train(
     env = setup_distributed()
     # A shell starts background jobs with SIGINT ignored; training saves as it stops, so it always may
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    # SIGTERM (a scheduler's or `kill`'s stop) ends training like Ctrl-C, saving on the way out;
-    # the process's own handling is back before its exit handlers run (they printed tracebacks).
-    with sigterm_stops():
-        try:
+    # SIGTERM ends training like Ctrl-C (saving); the process's own handling is back before the
+    # process group closes, where a worker whose peer is gone may hang until its launcher's SIGTERM.
+    try:
+        with sigterm_stops():
             with user_errors(ConfigError, DatasetError, TrainingError, OutputError, CheckpointError):
                 try:
                     trainer = Trainer(cfg, run, env, show_progress=progress)
@@ -99,8 +99,8 @@ def train(
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if env.main:
                 report_end(trainer, run, metrics)
-        finally:
-            env.close()
+    finally:
+        env.close()
 
 
 def config_and_run(
