@@ -17,16 +17,24 @@ PEERS = BENCH / ".peers"
 HERE = Path(__file__).resolve().parent  # the peer scripts
 
 
-def ensure_peers(venv: Path = PEERS) -> Path:
-    """The Python of the peers' own venv (transformers, CTranslate2), created on first use, so
-    that their packages never enter ours."""
+TORCH = "torch==2.13.0"  # installed first in every peer venv: the CPU build, never a CUDA one
+
+
+def ensure_venv(venv: Path, packages: list[str]) -> Path:
+    """The Python of a peer's own venv, created on first use (torch's CPU build, then `packages`),
+    so that a peer's packages never enter ours."""
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)  # CPU build first, never a CUDA one
-        subprocess.run([*pip, "transformers", "ctranslate2", "sentencepiece", "numpy"], check=True)
+        subprocess.run([*pip, TORCH], check=True)
+        subprocess.run([*pip, *packages], check=True)
     return python
+
+
+def ensure_peers(venv: Path = PEERS) -> Path:
+    """The Python of the peers' own venv (transformers, CTranslate2)."""
+    return ensure_venv(venv, ["transformers", "ctranslate2", "sentencepiece", "numpy"])
 
 
 class Peer:

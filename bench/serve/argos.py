@@ -33,11 +33,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.peers.venv import TORCH, ensure_venv
 from bench.records import BENCH, OUT, host_line, write_record
 
 ARGOS = BENCH / ".argos"
 ARGOS_PACKAGES = ["argostranslate==1.11.0"]
-TORCH = "torch==2.13.0"
 TEST = OUT / "l10n-de" / "test.en"
 WITHOUT_NETWORK = " in a network namespace with no network (unshare -rn)"
 # What Argos Translate decodes with, as `transduce translate` options.
@@ -67,14 +67,8 @@ print(json.dumps([translate.translate(line, sys.argv[2], sys.argv[3]) for line i
 
 
 def ensure_argos(venv: Path = ARGOS) -> Path:
-    """The Python of Argos Translate's own venv, created on first use."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, TORCH], check=True)  # the CPU build first, never a CUDA one
-        subprocess.run([*pip, TORCH, *ARGOS_PACKAGES], check=True)
-    return python
+    """The Python of Argos Translate's own venv, created on first use (torch kept at ours)."""
+    return ensure_venv(venv, [TORCH, *ARGOS_PACKAGES])
 
 
 def offline() -> list[str]:

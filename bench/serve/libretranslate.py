@@ -32,8 +32,9 @@ from pathlib import Path
 
 import httpx
 
+from bench.peers.venv import TORCH, ensure_venv
 from bench.records import BENCH, host_line, write_record
-from bench.serve.argos import TEST, TORCH, export, offline, private_home
+from bench.serve.argos import TEST, export, offline, private_home
 
 LIBRETRANSLATE = BENCH / ".libretranslate"
 LT_PACKAGES = ["libretranslate==1.9.6"]
@@ -56,14 +57,8 @@ print(json.dumps([unescape(improve_translation_formatting(l, r)) for l, r in zip
 
 
 def ensure_libretranslate(venv: Path = LIBRETRANSLATE) -> Path:
-    """The Python of LibreTranslate's own venv, created on first use."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, TORCH], check=True)  # the CPU build first, never a CUDA one
-        subprocess.run([*pip, TORCH, *LT_PACKAGES], check=True)
-    return python
+    """The Python of LibreTranslate's own venv, created on first use (torch kept at ours)."""
+    return ensure_venv(venv, [TORCH, *LT_PACKAGES])
 
 
 def start(python: Path, home: Path, port: int, log: Path) -> tuple[subprocess.Popen, float]:
