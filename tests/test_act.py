@@ -4,6 +4,7 @@ from Graves' equations, values and gradients, encoder and decoder, with padding.
 
 import pytest
 import torch
+from tiny import TINY_ACT
 
 from transduce.config import ConfigError, load_config
 from transduce.data.dataset import Split
@@ -222,27 +223,7 @@ def test_ponder_weights_follow_their_schedule():
 
 
 def tiny_task(*overrides):
-    return load_config(
-        "small",
-        [
-            "model.arch=universal",
-            "model.act=true",
-            "model.d_model=32",
-            "model.heads=4",
-            "model.d_ff=64",
-            "model.encoder_steps=4",
-            "model.decoder_steps=4",
-            "data.task=copy",
-            "data.task_train_max_len=5",
-            "data.task_test_max_len=7",
-            "data.task_train_size=100",
-            "data.task_eval_size=10",
-            "data.max_tokens=200",
-            "train.threads=1",
-            "train.validate_every=1000",
-            *overrides,
-        ],
-    )
+    return load_config("small", [*TINY_ACT, "train.threads=1", "train.validate_every=1000", *overrides])
 
 
 def trained(tmp_path, name, *overrides):

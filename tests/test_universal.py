@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from tiny import TINY_ACT
 
 from transduce.config import load_config
 from transduce.model import build_model
@@ -205,27 +206,7 @@ def test_validation_reports_ponder_steps_and_plot_command(tmp_path):
     from transduce.cli import app
     from transduce.train.trainer import Trainer
 
-    cfg = load_config(
-        "small",
-        [
-            "model.arch=universal",
-            "model.act=true",
-            "model.d_model=32",
-            "model.heads=4",
-            "model.d_ff=64",
-            "model.encoder_steps=4",
-            "model.decoder_steps=4",
-            "data.task=copy",
-            "data.task_train_max_len=5",
-            "data.task_test_max_len=7",
-            "data.task_train_size=100",
-            "data.task_eval_size=10",
-            "data.max_tokens=200",
-            "train.steps=4",
-            "train.save_every=4",
-            "train.validate_every=4",
-        ],
-    )
+    cfg = load_config("small", [*TINY_ACT, "train.steps=4", "train.save_every=4", "train.validate_every=4"])
     metrics = Trainer(cfg, tmp_path / "run", show_progress=False).fit()
     assert 1 <= metrics["encoder_ponder_mean"] <= metrics["encoder_ponder_max"] <= 4
     assert 1 <= metrics["decoder_ponder_mean"] <= 4

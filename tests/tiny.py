@@ -23,6 +23,24 @@ TINY = [
 ]
 
 
+# A Universal Transformer with ACT (4 steps a stack at most) on a tiny copy task
+TINY_ACT = [
+    "model.arch=universal",
+    "model.act=true",
+    "model.d_model=32",
+    "model.heads=4",
+    "model.d_ff=64",
+    "model.encoder_steps=4",
+    "model.decoder_steps=4",
+    "data.task=copy",
+    "data.task_train_max_len=5",
+    "data.task_test_max_len=7",
+    "data.task_train_size=100",
+    "data.task_eval_size=10",
+    "data.max_tokens=200",
+]
+
+
 def tiny_config(*extra: str) -> Config:
     return load_config("small", [*TINY, *extra])
 
