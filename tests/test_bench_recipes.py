@@ -23,3 +23,11 @@ def test_a_shared_layer_at_the_same_depth_costs_the_same_flops_with_fewer_parame
     assert ut4["forward_flops_per_token"] - 2 * 128 * 4000 == 2 * output
     assert act4["forward_flops_per_token"] == ut4["forward_flops_per_token"]  # counted at the cap
     assert act4["params"] > ut4["params"]  # the halting units
+
+
+def test_actmin2_makes_act_take_two_steps_before_it_may_halt():
+    chosen = recipe("small-fast+act4+actmin2")
+    model = load_config(chosen.preset, list(chosen.overrides)).model
+    assert (model.act, model.act_min_steps, model.encoder_steps) == (True, 2, 4)
+    plain = recipe("small-fast+act4")
+    assert load_config(plain.preset, list(plain.overrides)).model.act_min_steps == 1

@@ -13,7 +13,8 @@ differ by one change. `small-fast` is the preset of that name with 4,000 pieces 
 recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes that each undo
 or vary one of its choices (postnorm, dropout0.1, ls0, lr2, lr4, warmup1000, batch4k, layers3,
 width192, vocab2k, vocab8k, avg5), and the Universal Transformer at its budget (ut: one shared
-layer per stack at its depth of two; ut4: four steps; act4: ACT with at most four; issue 48),
+layer per stack at its depth of two; ut4: four steps; act4: ACT with at most four, issue 48;
+actmin2: with act4, at least two steps, issue 91),
 each record naming the model's parameters and forward FLOPs per target token. The preset itself
 averages its last five checkpoints (train.average_last); the bench's `small-fast` scores its
 final weights instead
@@ -141,6 +142,11 @@ CHANGES = {
         ("model.arch=universal", "model.act=true", "model.encoder_steps=4", "model.decoder_steps=4"),
         why="a Universal Transformer with ACT, at most four steps per position (tensor2tensor's "
         "adaptive cap for two layers)",
+    ),
+    "actmin2": Change(
+        ("model.act_min_steps=2",),
+        why="with act4: every position takes at least two steps a stack before it may halt (issue 91: "
+        "ACT's encoder otherwise halts after one)",
     ),
 }
 COST_LENGTHS = (32, 32)  # source and target tokens at which a record's FLOPs per token are counted
