@@ -7,6 +7,7 @@ rows in test_config.py, Marian import rows in test_marian.py, server rows in tes
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
 import lzma
@@ -162,12 +163,12 @@ def prepare_on(corpus: Path, tmp: Path, *extra: str) -> list[str]:
     return ["prepare", str(corpus), "--src", "en", "--tgt", "de", "-o", str(tmp / "out"), *extra]
 
 
-COMPRESS = {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.compress}
+COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": zstandard.compress}
 
 
 def cut_short(kind: str) -> Callable[[Path, Path], list[str]]:
-    """prepare on a corpus whose train.en is compressed (gz, xz or zst) as two frames (gzip
-    members, xz streams), cut inside the second: the first frame alone is a file of half the
+    """prepare on a corpus whose train.en is compressed (gz, bz2, xz or zst) as two frames (gzip
+    members, bz2 and xz streams), cut inside the second: the first frame alone is a file of half the
     lines, which a reader stopping at a frame's end takes for the whole."""
 
     def build(run: Path, tmp: Path) -> list[str]:
@@ -493,6 +494,7 @@ ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         (f"{kind} corpus file cut short", cut_short(kind), f"train.en.{kind}: {says}")
         for kind, says in (
             ("gz", "unreadable after line 0"),
+            ("bz2", "unreadable after line"),
             ("xz", "unreadable after line 0"),
             ("zst", "damaged or cut short (no whole zstd frame from byte"),
         )
@@ -811,6 +813,11 @@ EXPORT_ROWS: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "an export whose transduce.json is a directory (taken for a checkpoint before)",
         damaged_export(lambda out: ((out / "transduce.json").unlink(), (out / "transduce.json").mkdir())),
         "transduce.json: not a regular file (a directory, pipe or device); export the checkpoint again",
+    ),
+    (
+        "an export whose model.bin is a directory (reported as having none before)",
+        damaged_export(lambda out: ((out / "model.bin").unlink(), (out / "model.bin").mkdir())),
+        "model.bin: not a regular file (a directory, pipe or device); export the checkpoint again",
     ),
     (
         "an export whose transduce.json is gone, given to the torch engine",

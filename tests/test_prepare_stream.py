@@ -3,6 +3,7 @@ sample give the dataset the in-memory `prepare` gave, and bad input is still nam
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import itertools
@@ -96,6 +97,8 @@ def _compress(path: Path, kind: str) -> None:
         packed = gzip.compress(data)
     elif kind == "xz":
         packed = lzma.compress(data)
+    elif kind == "bz2":
+        packed = bz2.compress(data)
     else:  # two frames, as pzstd and concatenated files have
         half = len(data) // 2
         packed = zstandard.compress(data[:half]) + zstandard.compress(data[half:])
@@ -103,7 +106,7 @@ def _compress(path: Path, kind: str) -> None:
     path.unlink()
 
 
-@pytest.mark.parametrize("kind", ["gz", "xz", "zst"])
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
 def test_compressed_corpora_are_read_directly(tmp_path, kind):
     opts = PrepareOptions("src", "tgt", vocab_size=360, max_len=40)
     for name in ("plain", "packed"):

@@ -308,7 +308,7 @@ def prepare(
 ) -> None:
     """Validate parallel text, learn BPE, write a binarised dataset (a no-op when up to date).
 
-    Text files may be compressed (train.en.gz, .xz or .zst). The corpus streams through in
+    Text files may be compressed (train.en.gz, .bz2, .xz or .zst). The corpus streams through in
     chunks, so memory stays bounded whatever its size.
 
     -o is written atomically. An existing -o is replaced only if `prepare` wrote it; anything else

@@ -14,13 +14,14 @@ Rules (documented in docs/data.md):
   before anything is done with its text; a line over four times that many bytes is dropped
   by the reader as it reads (`LineCap`), never held whole.
 
-Corpora are read as streams, plain or compressed (`.gz`, `.xz`, `.zst`), in aligned chunks of
+Corpora are read as streams, plain or compressed (`.gz`, `.bz2`, `.xz`, `.zst`), in aligned chunks of
 lines (`aligned_chunks`), and each chunk is checked on its own (`clean_chunk`): `prepare` holds
 one chunk at a time, never a whole corpus, and can check chunks in several processes.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import lzma
@@ -41,7 +42,7 @@ import numpy as np
 from .long_lines import LineCap
 from .zstd_frames import incomplete_frame
 
-COMPRESSIONS = (".gz", ".xz", ".zst")
+COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst")
 BOM = b"\xef\xbb\xbf"
 # Unicode category Cc (fixed since Unicode 1.1) but the tab, which has rules of its own.
 CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
@@ -179,7 +180,7 @@ def _find_newline(data: bytes, n: int, at: int) -> tuple[int, int]:
 
 
 def corpus_path(folder: Path, name: str) -> Path:
-    """`folder/name`, or the compressed file `name.gz`, `.xz` or `.zst` when that is the one there;
+    """`folder/name`, or the compressed file `name.gz`, `.bz2`, `.xz` or `.zst` when that is the one there;
     the plain name when none is (whoever needs the file reports it missing). Two forms of one
     file are an error: which one holds the data is the user's to say."""
     found = [p for p in (folder / name, *(folder / f"{name}{ext}" for ext in COMPRESSIONS)) if p.exists()]
@@ -195,6 +196,8 @@ def open_corpus(path: Path) -> BinaryIO:
     frames is a CorpusError (gzip's and xz's readers raise one when they reach the cut)."""
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
+    if path.suffix == ".bz2":
+        return bz2.open(path, "rb")
     if path.suffix == ".xz":
         return lzma.open(path, "rb")
     if path.suffix == ".zst":

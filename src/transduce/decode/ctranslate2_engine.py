@@ -160,7 +160,10 @@ def read_export(folder: Path) -> LoadedModel:
     except (OSError, ValueError) as exc:
         why = str(exc).removeprefix(f"{record}: ")
         raise EngineError(f"{record}: not the metadata of a transduce export ({why}); {again}") from None
-    if not (folder / "model.bin").is_file():
+    model = folder / "model.bin"
+    if model.exists() and not model.is_file():
+        raise EngineError(f"{model}: not a regular file (a directory, pipe or device); {again}")
+    if not model.is_file():
         raise EngineError(f"{folder}: no model.bin; not a CTranslate2 model directory")
     if "model_sha256" not in info:
         raise EngineError(
