@@ -4,7 +4,6 @@ forced first, `translate` through the CLI, the round trip, and broken directorie
 
 import io
 import json
-import os
 import random
 import re
 import shutil
@@ -15,7 +14,8 @@ import pytest
 import sentencepiece as spm
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
+from hf_damage import edit_json, edit_tensors, linked_to_a_device, pipe, remove, write
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 import transduce
@@ -339,53 +339,6 @@ def test_translate_with_the_language_tokens_reproduces_generate(imported, tmp_pa
         assert result.stdout.splitlines() == _generate(hf_model, tokenizer, src, tgt, **options)[1]
 
 
-def _edit_json(name, **changes):
-    """Damage: set (or, with None, delete) keys of a JSON object file."""
-
-    def damage(folder):
-        data = json.loads((folder / name).read_text())
-        for key, value in changes.items():
-            data.pop(key) if value is None else data.__setitem__(key, value)
-        (folder / name).write_text(json.dumps(data))
-
-    return damage
-
-
-def _write(name, content):
-    return lambda folder: (folder / name).write_bytes(content)
-
-
-def _remove(name):
-    return lambda folder: (folder / name).unlink()
-
-
-def _pipe(name):
-    """Damage: the file replaced by a named pipe nobody writes to (reading it would block)."""
-
-    def damage(folder):
-        (folder / name).unlink()
-        os.mkfifo(folder / name)
-
-    return damage
-
-
-def _linked_to_a_device(name):
-    def damage(folder):
-        (folder / name).unlink()
-        (folder / name).symlink_to("/dev/zero")  # endless bytes
-
-    return damage
-
-
-def _edit_tensors(change):
-    def damage(folder):
-        weights = load_file(str(folder / "model.safetensors"))
-        change(weights)
-        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
-
-    return damage
-
-
 def _language_in_vocab_json(folder):
     vocab = json.loads((folder / "vocab.json").read_text())
     vocab["__de__"] = len(vocab)
@@ -404,74 +357,74 @@ NORM = "model.decoder.layer_norm.weight"
 
 # (row id, damage to a good M2M100 directory, expected message fragment)
 BAD_M2M100 = [
-    ("config-missing", _remove("config.json"), "no config.json"),
-    ("config-bad-json", _write("config.json", b'{"model_type": '), "config.json: not a readable JSON"),
-    ("config-list", _write("config.json", b"[1]"), "config.json: must hold a JSON object, not list"),
+    ("config-missing", remove("config.json"), "no config.json"),
+    ("config-bad-json", write("config.json", b'{"model_type": '), "config.json: not a readable JSON"),
+    ("config-list", write("config.json", b"[1]"), "config.json: must hold a JSON object, not list"),
     (
         "config-marian",
-        _edit_json("config.json", model_type="marian"),
+        edit_json("config.json", model_type="marian"),
         "model_type is 'marian', not 'm2m_100'",
     ),
-    ("d_model-float", _edit_json("config.json", d_model=32.0), "d_model must be an integer from 1 to 65536"),
-    ("heads-differ", _edit_json("config.json", decoder_attention_heads=2), "differ in heads or FFN width"),
-    ("activation", _edit_json("config.json", activation_function="tanh"), "activation_function 'tanh'"),
+    ("d_model-float", edit_json("config.json", d_model=32.0), "d_model must be an integer from 1 to 65536"),
+    ("heads-differ", edit_json("config.json", decoder_attention_heads=2), "differ in heads or FFN width"),
+    ("activation", edit_json("config.json", activation_function="tanh"), "activation_function 'tanh'"),
     (
         "scale-string",
-        _edit_json("config.json", scale_embedding="yes"),
+        edit_json("config.json", scale_embedding="yes"),
         "scale_embedding must be true or false",
     ),
-    ("untied", _edit_json("config.json", tie_word_embeddings=False), "an untied lm_head is not supported"),
-    ("dropout-string", _edit_json("config.json", dropout="high"), "does not map onto a transduce model"),
+    ("untied", edit_json("config.json", tie_word_embeddings=False), "an untied lm_head is not supported"),
+    ("dropout-string", edit_json("config.json", dropout="high"), "does not map onto a transduce model"),
     ("vocab_size-small", _more_pieces, "vocab_size 179 has no room for vocab.json's 91 entries and the 100"),
-    ("vocab_size-shape", _edit_json("config.json", vocab_size=1000), "model.shared.weight is torch.float32"),
+    ("vocab_size-shape", edit_json("config.json", vocab_size=1000), "model.shared.weight is torch.float32"),
     (
         "pad-not-pad",
-        _edit_json("config.json", pad_token_id=0),
+        edit_json("config.json", pad_token_id=0),
         "pad_token_id is 0, but the tokenizer's <pad>",
     ),
     (
         "eos-not-eos",
-        _edit_json("generation_config.json", eos_token_id=3),
+        edit_json("generation_config.json", eos_token_id=3),
         "eos_token_id is 3, but the tokeniz",
     ),
     (
         "start-string",
-        _edit_json("generation_config.json", decoder_start_token_id="2"),
+        edit_json("generation_config.json", decoder_start_token_id="2"),
         "decoder_start_token_id must",
     ),
-    ("pad-range", _edit_json("config.json", pad_token_id=10**6), "pad_token_id must be an integer from 0"),
-    ("weights-missing", _remove("model.safetensors"), "no model.safetensors"),
-    ("weights-garbage", _write("model.safetensors", b"garbage!" * 8), "not a readable safetensors file"),
-    ("tensor-missing", _edit_tensors(lambda w: w.pop(FC1)), f"M2M100 weights lack {FC1}"),
-    ("final-norm-missing", _edit_tensors(lambda w: w.pop(NORM)), f"M2M100 weights lack {NORM}"),
+    ("pad-range", edit_json("config.json", pad_token_id=10**6), "pad_token_id must be an integer from 0"),
+    ("weights-missing", remove("model.safetensors"), "no model.safetensors"),
+    ("weights-garbage", write("model.safetensors", b"garbage!" * 8), "not a readable safetensors file"),
+    ("tensor-missing", edit_tensors(lambda w: w.pop(FC1)), f"M2M100 weights lack {FC1}"),
+    ("final-norm-missing", edit_tensors(lambda w: w.pop(NORM)), f"M2M100 weights lack {NORM}"),
     (
         "tensor-extra",
-        _edit_tensors(lambda w: w.update(extra=w[FC1].clone())),
+        edit_tensors(lambda w: w.update(extra=w[FC1].clone())),
         "M2M100 tensors not mapped: ['extra']",
     ),
-    ("norm-shape", _edit_tensors(lambda w: w.update({NORM: w[NORM][:4]})), f"{NORM} is torch.float32 (4,)"),
+    ("norm-shape", edit_tensors(lambda w: w.update({NORM: w[NORM][:4]})), f"{NORM} is torch.float32 (4,)"),
     (
         "tokenizer-class",
-        _edit_json("tokenizer_config.json", tokenizer_class="BertTokenizer"),
+        edit_json("tokenizer_config.json", tokenizer_class="BertTokenizer"),
         "'BertTokenizer'",
     ),
     (
         "codes",
-        _edit_json("tokenizer_config.json", language_codes="all"),
+        edit_json("tokenizer_config.json", language_codes="all"),
         "language_codes 'all' is not one of",
     ),
-    ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
+    ("vocab-missing", remove("vocab.json"), "vocab.json: missing"),
     ("vocab-holds-language", _language_in_vocab_json, "holds the language token __de__"),
-    ("vocab-no-unk", _edit_json("vocab.json", **{"<unk>": None}), "lacks fairseq's special token <unk>"),
-    ("spm-missing", _remove("sentencepiece.bpe.model"), "sentencepiece.bpe.model: missing tokenizer file"),
-    ("spm-garbage", _write("sentencepiece.bpe.model", b"not a model"), "not a sentencepiece model"),
-    ("spm-empty", _write("sentencepiece.bpe.model", b""), "empty, not a sentencepiece model"),
+    ("vocab-no-unk", edit_json("vocab.json", **{"<unk>": None}), "lacks fairseq's special token <unk>"),
+    ("spm-missing", remove("sentencepiece.bpe.model"), "sentencepiece.bpe.model: missing tokenizer file"),
+    ("spm-garbage", write("sentencepiece.bpe.model", b"not a model"), "not a sentencepiece model"),
+    ("spm-empty", write("sentencepiece.bpe.model", b""), "empty, not a sentencepiece model"),
     # issue 87's sweep (2026-12-04): pipes hung, a device was read without end
-    ("config-pipe", _pipe("config.json"), "config.json: not a regular file (a directory, pipe or device)"),
-    ("weights-pipe", _pipe("model.safetensors"), "model.safetensors: not a regular file"),
-    ("spm-pipe", _pipe("sentencepiece.bpe.model"), "sentencepiece.bpe.model: not a regular file"),
-    ("vocab-pipe", _pipe("vocab.json"), "vocab.json: not a regular file"),
-    ("weights-device", _linked_to_a_device("model.safetensors"), "model.safetensors: not a regular file"),
+    ("config-pipe", pipe("config.json"), "config.json: not a regular file (a directory, pipe or device)"),
+    ("weights-pipe", pipe("model.safetensors"), "model.safetensors: not a regular file"),
+    ("spm-pipe", pipe("sentencepiece.bpe.model"), "sentencepiece.bpe.model: not a regular file"),
+    ("vocab-pipe", pipe("vocab.json"), "vocab.json: not a regular file"),
+    ("weights-device", linked_to_a_device("model.safetensors"), "model.safetensors: not a regular file"),
 ]
 
 
@@ -593,10 +546,10 @@ def _nllb_damage(name, change):
 
 
 BAD_NLLB = [
-    ("tokenizer-json-missing", _remove("tokenizer.json"), "tokenizer.json: missing"),
+    ("tokenizer-json-missing", remove("tokenizer.json"), "tokenizer.json: missing"),
     (
         "legacy",
-        _edit_json("tokenizer_config.json", legacy_behaviour=True),
+        edit_json("tokenizer_config.json", legacy_behaviour=True),
         "legacy_behaviour puts the source",
     ),
     (

@@ -11,6 +11,7 @@ import pytest
 import sentencepiece as spm
 import torch
 import transformers  # the test extra has it: its absence is a failure, not a skip
+from hf_damage import edit_json, edit_tensors, remove, truncate, write
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
@@ -244,49 +245,9 @@ def test_clear_errors(tmp_path):
         import_marian(tmp_path / "x", tmp_path / "o")
 
 
-def _edit_json(name, **changes):
-    """Damage: set (or, with None, delete) keys of a JSON object file."""
-
-    def damage(folder):
-        data = json.loads((folder / name).read_text())
-        for key, value in changes.items():
-            data.pop(key) if value is None else data.__setitem__(key, value)
-        (folder / name).write_text(json.dumps(data))
-
-    return damage
-
-
-def _write(name, content):
-    """Damage: replace a file's bytes."""
-    return lambda folder: (folder / name).write_bytes(content)
-
-
-def _remove(name):
-    return lambda folder: (folder / name).unlink()
-
-
-def _truncate(name):
-    def damage(folder):
-        data = (folder / name).read_bytes()
-        (folder / name).write_bytes(data[: len(data) // 2])
-
-    return damage
-
-
-def _edit_tensors(change):
-    """Damage: rewrite model.safetensors with change(weights) applied."""
-
-    def damage(folder):
-        weights = load_file(str(folder / "model.safetensors"))
-        change(weights)
-        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
-
-    return damage
-
-
 def _eos_is_pad(folder):
     config = json.loads((folder / "config.json").read_text())
-    _edit_json("config.json", eos_token_id=config["pad_token_id"])(folder)
+    edit_json("config.json", eos_token_id=config["pad_token_id"])(folder)
 
 
 def _one_id_for_all(folder):
@@ -303,104 +264,104 @@ FC1 = "model.encoder.layers.0.fc1.weight"
 
 # (row id, damage to a good MarianMTModel directory, expected message fragment)
 BAD_MARIAN = [
-    ("config-missing", _remove("config.json"), "no config.json"),
+    ("config-missing", remove("config.json"), "no config.json"),
     (
         "config-bad-json",
-        _write("config.json", b'{"model_type": "marian",'),
+        write("config.json", b'{"model_type": "marian",'),
         "config.json: not a readable JSON",
     ),
-    ("config-not-utf8", _write("config.json", b'{"model_type": "\xff"}'), "config.json: not a readable JSON"),
-    ("config-list", _write("config.json", b"[1, 2]"), "config.json: must hold a JSON object, not list"),
-    ("config-other-type", _edit_json("config.json", model_type="bart"), "model_type is 'bart', not 'marian'"),
-    ("d_model-missing", _edit_json("config.json", d_model=None), "config.json: d_model must be an integer"),
-    ("d_model-float", _edit_json("config.json", d_model=32.0), "d_model must be an integer from 1 to 65536"),
-    ("layers-string", _edit_json("config.json", encoder_layers="2"), "encoder_layers must be an integer"),
+    ("config-not-utf8", write("config.json", b'{"model_type": "\xff"}'), "config.json: not a readable JSON"),
+    ("config-list", write("config.json", b"[1, 2]"), "config.json: must hold a JSON object, not list"),
+    ("config-other-type", edit_json("config.json", model_type="bart"), "model_type is 'bart', not 'marian'"),
+    ("d_model-missing", edit_json("config.json", d_model=None), "config.json: d_model must be an integer"),
+    ("d_model-float", edit_json("config.json", d_model=32.0), "d_model must be an integer from 1 to 65536"),
+    ("layers-string", edit_json("config.json", encoder_layers="2"), "encoder_layers must be an integer"),
     (
         "layers-negative",
-        _edit_json("config.json", decoder_layers=-1),
+        edit_json("config.json", decoder_layers=-1),
         "decoder_layers must be an integer from 1",
     ),
     (
         "layers-zero",
-        _edit_json("config.json", encoder_layers=0),
+        edit_json("config.json", encoder_layers=0),
         "encoder_layers must be an integer from 1 to 64",
     ),
     (
         "layers-huge",
-        _edit_json("config.json", encoder_layers=10**6),
+        edit_json("config.json", encoder_layers=10**6),
         "encoder_layers must be an integer from 1",
     ),
     (
         "heads-bool",
-        _edit_json("config.json", encoder_attention_heads=True),
+        edit_json("config.json", encoder_attention_heads=True),
         "encoder_attention_heads must be",
     ),
     (
         "activation-list",
-        _edit_json("config.json", activation_function=["swish"]),
+        edit_json("config.json", activation_function=["swish"]),
         "activation_function ['swish']",
     ),
-    ("dropout-string", _edit_json("config.json", dropout="high"), "does not map onto a transduce model"),
+    ("dropout-string", edit_json("config.json", dropout="high"), "does not map onto a transduce model"),
     (
         "shared-string",
-        _edit_json("config.json", share_encoder_decoder_embeddings="yes"),
+        edit_json("config.json", share_encoder_decoder_embeddings="yes"),
         "must be true or false",
     ),
     (
         "vocab_size-huge",
-        _edit_json("config.json", vocab_size=10**12),
+        edit_json("config.json", vocab_size=10**12),
         "vocab_size must be an integer from 4 to",
     ),
     (
         "vocab_size-mismatch",
-        _edit_json("config.json", vocab_size=1000),
+        edit_json("config.json", vocab_size=1000),
         "model.shared.weight is torch.float32",
     ),
     (
         "pad-out-of-range",
-        _edit_json("config.json", pad_token_id=10**6),
+        edit_json("config.json", pad_token_id=10**6),
         "pad_token_id must be an integer from 0",
     ),
-    ("pad-negative", _edit_json("config.json", pad_token_id=-1), "pad_token_id must be an integer from 0"),
+    ("pad-negative", edit_json("config.json", pad_token_id=-1), "pad_token_id must be an integer from 0"),
     ("eos-is-pad", _eos_is_pad, "and vocab.json's <unk> id (1) must differ"),
-    ("start-string", _edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
+    ("start-string", edit_json("config.json", decoder_start_token_id="0"), "decoder_start_token_id must be"),
     (
         "max-positions-zero",
-        _edit_json("config.json", max_position_embeddings=0),
+        edit_json("config.json", max_position_embeddings=0),
         "max_position_embeddings must be an integer from 1 to 65536 (got 0)",
     ),
-    ("pad-not-named-pad", _edit_json("config.json", pad_token_id=43), "config.json's pad_token_id is 43"),
-    ("vocab-no-pad", _edit_json("vocab.json", **{"<pad>": None}), "vocab.json: no <pad> piece"),
+    ("pad-not-named-pad", edit_json("config.json", pad_token_id=43), "config.json's pad_token_id is 43"),
+    ("vocab-no-pad", edit_json("vocab.json", **{"<pad>": None}), "vocab.json: no <pad> piece"),
     ("vocab-ids-all-zero", _one_id_for_all, "vocab.json: each piece needs an id of its own, but id 0"),
-    ("vocab-missing", _remove("vocab.json"), "vocab.json: missing"),
-    ("vocab-bad-json", _write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
+    ("vocab-missing", remove("vocab.json"), "vocab.json: missing"),
+    ("vocab-bad-json", write("vocab.json", b"{"), "vocab.json: not a readable JSON file"),
     (
         "vocab-list",
-        _write("vocab.json", b'["a", "b"]'),
+        write("vocab.json", b'["a", "b"]'),
         "vocab.json: must hold a JSON object from piece to id",
     ),
-    ("vocab-id-range", _write("vocab.json", b'{"</s>": 0, "a": 100000}'), "vocab.json: ids must be integers"),
-    ("vocab-id-type", _write("vocab.json", b'{"</s>": 0, "a": "1"}'), "vocab.json: ids must be integers"),
-    ("spm-missing", _remove("source.spm"), "source.spm: missing tokenizer file"),
-    ("spm-garbage", _write("source.spm", b"not a model"), "source.spm: not a sentencepiece model"),
-    ("spm-truncated", _truncate("target.spm"), "target.spm: not a sentencepiece model"),
-    ("spm-empty", _write("target.spm", b""), "target.spm: empty, not a sentencepiece model"),
-    ("weights-missing", _remove("model.safetensors"), "no model.safetensors"),
-    ("weights-garbage", _write("model.safetensors", b"garbage!" * 8), "not a readable safetensors file"),
+    ("vocab-id-range", write("vocab.json", b'{"</s>": 0, "a": 100000}'), "vocab.json: ids must be integers"),
+    ("vocab-id-type", write("vocab.json", b'{"</s>": 0, "a": "1"}'), "vocab.json: ids must be integers"),
+    ("spm-missing", remove("source.spm"), "source.spm: missing tokenizer file"),
+    ("spm-garbage", write("source.spm", b"not a model"), "source.spm: not a sentencepiece model"),
+    ("spm-truncated", truncate("target.spm"), "target.spm: not a sentencepiece model"),
+    ("spm-empty", write("target.spm", b""), "target.spm: empty, not a sentencepiece model"),
+    ("weights-missing", remove("model.safetensors"), "no model.safetensors"),
+    ("weights-garbage", write("model.safetensors", b"garbage!" * 8), "not a readable safetensors file"),
     (
         "weights-truncated",
-        _truncate("model.safetensors"),
+        truncate("model.safetensors"),
         "model.safetensors: not a readable safetensors file",
     ),
-    ("tensor-missing", _edit_tensors(lambda w: w.pop(FC1)), f"Marian weights lack {FC1}"),
+    ("tensor-missing", edit_tensors(lambda w: w.pop(FC1)), f"Marian weights lack {FC1}"),
     (
         "tensor-shape",
-        _edit_tensors(lambda w: w.update({FC1: w[FC1].T.contiguous()})),
+        edit_tensors(lambda w: w.update({FC1: w[FC1].T.contiguous()})),
         f"{FC1} is torch.float32",
     ),
     (
         "tensor-dtype",
-        _edit_tensors(lambda w: w.update({FC1: w[FC1].long()})),
+        edit_tensors(lambda w: w.update({FC1: w[FC1].long()})),
         f"{FC1} is torch.int64 (64, 32)",
     ),
 ]
