@@ -36,6 +36,7 @@ test: $(STAMP)
 		|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
 		|| echo "chromium could not be installed; the browser test will be skipped"
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	# Two worker processes, a test file each at a time (its module fixtures built once): 2 cores.
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 	# The site: a broken link, a missing anchor or an API page naming a missing module fails it.
@@ -49,6 +50,7 @@ docs: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) runs site
