@@ -100,7 +100,9 @@ def mt_quality(records: Path) -> Lines:
         "CPU thread per run, test BLEU / chrF on its 2,000 test lines (beam 4, sacrebleu), mean ± standard "
         "deviation over seeds. `small-fast` rows score the final weights; `small-fast+avg5` is the preset "
         "as it ships (the mean of its last five checkpoints). Rows marked `[slower host]` ran on hosts "
-        "about 1.5x slower (for every toolkit) and pair only among themselves.",
+        "about 1.5x slower (for every toolkit), `[dec05 host]` on 2026-12-05 at the reference host's "
+        "speed, each beside one single-thread job (issue 91's ACT run with a floor of two steps, and its "
+        "fixed-depth pair); a label's rows pair only among themselves.",
         "",
         "60 minutes of training (peers: of their training process):",
         "",
@@ -118,7 +120,7 @@ def mt_quality(records: Path) -> Lines:
         "`python -m bench.mt.recipes --recipes RECIPE --minutes M --seeds 1 2 3 [--host slower]`; peers: "
         "`python -m bench.mt.toolkits --toolkit joeynmt|onmt [--recipe small-fast] --data bench/out/l10n-de "
         "--spm bench/out/l10n-de-data[-4000]/src.spm --minutes 60 --seed N [--host slower]`; each run's "
-        "exact commands are in its record, `bench/records/mt-compare/`.  ",
+        "exact commands are in its record, `bench/records/mt-compare/`. "
         f"Host: {', '.join(cpus) or 'not recorded'}, 2 CPUs, one thread per run. Date: {dated(runs)}. "
         "`python -m bench.mt.recipes --report` prints the full table. Notes: [mt](results/mt.md).",
     ]
@@ -773,13 +775,16 @@ def teacher_forced(records: Path) -> Lines:
     the others, at chance, the two decodings say nothing about length (the notes list them). Each
     (task, model) at its best positions setting by tensor2tensor's measure, ranked as the headline
     ranks (`headline.rank`), that setting at its longest training: the other settings, shorter runs
-    and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes."""
+    and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes. A
+    setting's ACT options (issue 91) set its cells apart, named after the positions: seeds are pooled
+    only within one recipe."""
     cells: dict[tuple[str, str, str, int], list[dict]] = {}
     for _, setting, run in headline.paper_size_runs(records / "algorithmic"):
         if "t2t_char" in run and run["task"] in PAPER:
             positions = run["positions"]
             if setting.get("position_range") and positions.startswith(("subset", "offset_range")):
                 positions += f" ({setting['position_range']})"
+            positions += "".join(f", {k} {v}" for k, v in sorted(setting.items()) if k.startswith("act_"))
             cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
     cells = {
         key: runs for key, runs in cells.items() if statistics.fmean(r["dev_char"] for r in runs) >= LEARNED
@@ -816,7 +821,8 @@ def teacher_forced(records: Path) -> Lines:
         "Greedy decoding against teacher forcing (the argmax at each position given the reference's prefix: "
         "tensor2tensor's evaluation unless `eval_run_autoregressive` is set), at 400 and over one example of "
         "each length 1-400 (tensor2tensor's dev set), char / seq, mean of n seeds; `offset_range` draws the "
-        "offset over positions 0-2,047 (or the range in brackets) instead of the paper's k < n; the cells "
+        "offset over positions 0-2,047 (or the range in brackets) instead of the paper's k < n (ACT options "
+        "other than tensor2tensor's follow the positions); the cells "
         f"that learned the task in distribution (dev characters >= {LEARNED}: the others are at chance, "
         "see the [notes](results/algorithmic.md)), each model at its best positions by the teacher-forced "
         "1-400 accuracy (ranked as the headline ranks: sequences, then characters), at that setting's "

@@ -84,6 +84,22 @@ def test_the_teacher_forced_table_shows_each_model_at_its_best_learned_setting(t
     assert reverse.startswith("| reverse | UT+ACT | offset |"), "ranked as the headline: sequences first"
 
 
+def test_the_teacher_forced_table_pools_seeds_only_within_one_act_recipe(tmp_path):
+    """Two settings that differ in an ACT option (issue 91) are two cells, never one mean: the
+    better is shown, named by its option, with its own seeds."""
+    plain = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_aaaa"
+    floor = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
+    for folder, setting in ((plain, "{}"), (floor, '{"act_min_steps": 4}')):
+        folder.mkdir(parents=True)
+        (folder / "setting.json").write_text(setting, encoding="utf-8")
+    for seed in (1, 2, 3):
+        _run(plain, "reverse", "ut_act", "offset", 10000, seed, dev_char=1.0, t2t_char=0.12, t2t_seq=0.15)
+    _run(floor, "reverse", "ut_act", "offset", 10000, 1, dev_char=1.0, t2t_char=0.12, t2t_seq=0.17)
+    (row,) = [line for line in teacher_forced(tmp_path) if line.startswith("| reverse")]
+    assert row.startswith("| reverse | UT+ACT | offset, act_min_steps 4 | 10000 | 1 |")
+    assert "| 0.12 / 0.17 |" in row
+
+
 def test_the_program_table_gives_each_budget_its_columns_and_only_the_measured_ones(tmp_path):
     """A record fills its budget's and model's column (teacher-forced); a column no run fills is left out."""
     records = tmp_path / "records"
