@@ -193,7 +193,7 @@ def corpus_path(folder: Path, name: str) -> Path:
 
 def open_corpus(path: Path) -> BinaryIO:
     """The file's bytes, decompressed according to its suffix; a .zst file that is not whole
-    frames is a CorpusError (gzip's and xz's readers raise one when they reach the cut)."""
+    frames is a CorpusError (gzip's, bz2's and xz's readers raise one when they reach the cut)."""
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     if path.suffix == ".bz2":
