@@ -14,6 +14,7 @@ import json
 import math
 import random
 import shutil
+import subprocess
 import sys
 
 import httpx
@@ -525,3 +526,23 @@ def test_the_python_api_takes_the_engine(trained, engines):
     assert transduce.translate(model, lines, beam=4, alpha=0.0) == expected
     with pytest.raises(ValueError, match="engine 'onnx': allowed: torch, ctranslate2"):
         transduce.load(trained / "run", engine="onnx")
+
+
+def test_translating_with_the_torch_engine_loads_no_ctranslate2_module(trained):
+    """The engines' table opens CTranslate2 only when a model is opened with it: `translate` with
+    the torch engine, in a fresh process, imports neither CTranslate2 nor our engine and export
+    modules for it (about 30 ms of every start before)."""
+    code = (
+        "import sys\n"
+        "from transduce.cli import main\n"
+        "sys.argv[0] = 'transduce'\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(sorted(m for m in sys.modules if 'ctranslate2' in m), file=sys.stderr)\n"
+    )
+    argv = ["translate", str(trained / "run"), "-i", str(trained / "fixture.en")]
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 60
+    assert done.stderr.strip().splitlines()[-1] == "[]"

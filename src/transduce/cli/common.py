@@ -138,7 +138,6 @@ def loaded_models(
     """Each checkpoint opened for decoding on `engine` (several: an ensemble's members), or a
     clear error. `shortlist` is loaded into engines that take it when they open a model
     (CTranslate2's vocabulary map); ours is given it per call."""
-    from ..decode.ctranslate2_engine import EngineError
     from ..decode.engines import open_models
     from ..store.checkpoint import CheckpointError
 
@@ -146,7 +145,7 @@ def loaded_models(
         fail("give at least one CHECKPOINT")
     if engine not in ENGINES:
         fail(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
-    with user_errors(EngineError, CheckpointError, ValueError):
+    with user_errors(CheckpointError, ValueError):  # the CTranslate2 engine's EngineError is a ValueError
         return open_models(
             checkpoints, engine, quantize=quantize, threads=threads, device=device, shortlist=shortlist
         )

@@ -81,17 +81,13 @@ from ..store.checkpoint import CheckpointError, file_sha256, vocab_digest
 from ..store.load import LoadedModel, load_model, load_reader, reader_from
 from ..store.meta import CheckpointMeta
 from .engine import Request
-from .options import OptionsError, check_for_model, check_min_len
+from .options import PREFIX_WITH_SHORTLIST, OptionsError, check_for_model, check_min_len
 from .scoring import Score, check_target
 from .search import Hypothesis, length_penalty, max_output_length
 from .shortlist import Shortlist
 from .torch_engine import checked_prefixes
 
 CACHE_PREFIX = "ctranslate2"
-PREFIX_WITH_SHORTLIST = (
-    "forced prefixes with a shortlist need the torch engine: CTranslate2 misreads a prefix's tokens "
-    "that its vocabulary map does not list"
-)
 WEIGHTS = {"none": "float32", "int8": "int8"}  # --quantize -> the cached export's weights
 
 

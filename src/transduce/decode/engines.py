@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..interop.ctranslate2 import EXPORT_INFO
+from ..store.checkpoint import EXPORT_INFO
 from ..store.load import LoadedModel, load_for_decoding
-from .ctranslate2_engine import PREFIX_WITH_SHORTLIST, open_ctranslate2
+from .options import PREFIX_WITH_SHORTLIST
 from .shortlist import Shortlist
 from .torch_engine import TorchEngine
 
@@ -33,6 +33,20 @@ def open_torch(
         )
     loaded = load_for_decoding(path, quantize, threads, device)
     return dataclasses.replace(loaded, engine=TorchEngine(loaded.model))
+
+
+def open_ctranslate2(
+    path: Path,
+    quantize: str = "none",
+    threads: int | None = None,
+    device: str = "auto",
+    shortlist: Shortlist | None = None,
+) -> LoadedModel:
+    """`ctranslate2_engine.open_ctranslate2`, imported when a model is opened with it: the torch
+    engine's commands do not load the CTranslate2 engine and interop modules (about 30 ms a start)."""
+    from .ctranslate2_engine import open_ctranslate2 as open_export
+
+    return open_export(path, quantize, threads, device, shortlist)
 
 
 @dataclass(frozen=True)

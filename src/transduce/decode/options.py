@@ -23,6 +23,11 @@ SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed", "num_samples")  # sear
 
 Naming = Callable[[str], str]  # a field's name as the caller shows it
 
+PREFIX_WITH_SHORTLIST = (
+    "forced prefixes with a shortlist need the torch engine: CTranslate2 misreads a prefix's tokens "
+    "that its vocabulary map does not list"
+)
+
 
 class _Names(dict[str, str]):
     def __init__(self, name: Naming) -> None:

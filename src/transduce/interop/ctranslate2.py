@@ -25,10 +25,9 @@ from ..data.vocab import BOS, EOS, PAD, UNK, MarianVocab, SentencePieceVocab, Sy
 from ..fileio import atomic_directory, check_output_dir
 from ..model.embeddings import sinusoid
 from ..model.kinds import assembly_for
-from ..store.checkpoint import file_sha256, vocab_digest, vocab_files
+from ..store.checkpoint import EXPORT_INFO, file_sha256, vocab_digest, vocab_files
 from ..store.load import LoadedModel, load_model
 
-EXPORT_INFO = "transduce.json"  # beside CTranslate2's files: where the export came from, how to tokenise
 TOKENS: dict[type, str] = {  # what the tokens are, by vocabulary kind
     SentencePieceVocab: "sentencepiece pieces: the source tokenizer encodes a line (out_type=str), "
     "the target tokenizer decodes an output's pieces",

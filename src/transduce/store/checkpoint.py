@@ -139,13 +139,14 @@ def read_meta(path: Path) -> CheckpointMeta:
 
 
 IMPORTS = {"marian": "import marian", "m2m_100": "import m2m100"}  # model_type -> the command
+EXPORT_INFO = "transduce.json"  # beside a CTranslate2 export's files: where it came from, how to tokenise
 
 
 def foreign_model(path: Path) -> str | None:
     """What another toolkit's model directory is, and what to do with it, where its config.json
     is taken for a checkpoint's: a CTranslate2 model (an export whose transduce.json is gone) or a
     Hugging Face model (its config.json names a model_type); None for anything else."""
-    record, config = path / "transduce.json", path / "config.json"
+    record, config = path / EXPORT_INFO, path / "config.json"
     if (path / "model.bin").is_file() and record.is_file():
         return f"{path}: a CTranslate2 export (`transduce export`), not a checkpoint; give the checkpoint"
     if (path / "model.bin").is_file() and (record.exists() or record.is_symlink()):
