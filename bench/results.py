@@ -775,25 +775,26 @@ def teacher_forced(records: Path) -> Lines:
     the others, at chance, the two decodings say nothing about length (the notes list them). Each
     (task, model) at its best positions setting by tensor2tensor's measure, ranked as the headline
     ranks (`headline.rank`), that setting at its longest training: the other settings, shorter runs
-    and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes. A
-    setting's ACT options (issue 91) set its cells apart, named after the positions: seeds are pooled
-    only within one recipe."""
-    cells: dict[tuple[str, str, str, int], list[dict]] = {}
+    and controls at other sizes than the paper's (`headline.at_paper_sizes`) are in the notes. Seeds
+    are pooled only within one recipe (a setting but its number of updates): settings that differ
+    in a learning rate or an ACT option (issue 91, named after the positions) are cells apart."""
+    cells: dict[tuple[str, str, str, str, int], list[dict]] = {}
     for _, setting, run in headline.paper_size_runs(records / "algorithmic"):
         if "t2t_char" in run and run["task"] in PAPER:
             positions = run["positions"]
             if setting.get("position_range") and positions.startswith(("subset", "offset_range")):
                 positions += f" ({setting['position_range']})"
             positions += "".join(f", {k} {v}" for k, v in sorted(setting.items()) if k.startswith("act_"))
-            cells.setdefault((run["task"], run["model"], positions, run["updates"]), []).append(run)
+            recipe = json.dumps({k: v for k, v in setting.items() if k != "steps"}, sort_keys=True)
+            cells.setdefault((run["task"], run["model"], positions, recipe, run["updates"]), []).append(run)
     cells = {
         key: runs for key, runs in cells.items() if statistics.fmean(r["dev_char"] for r in runs) >= LEARNED
     }
-    longest: dict[tuple[str, str, str], int] = {}
-    for task, model, positions, updates in cells:
-        longest[task, model, positions] = max(updates, longest.get((task, model, positions), 0))
-    cells = {key: runs for key, runs in cells.items() if key[3] == longest[key[:3]]}
-    best: dict[tuple[str, str], tuple[str, str, str, int]] = {}
+    longest: dict[tuple[str, str, str, str], int] = {}
+    for *recipe, updates in cells:
+        longest[tuple(recipe)] = max(updates, longest.get(tuple(recipe), 0))
+    cells = {key: runs for key, runs in cells.items() if key[4] == longest[key[:4]]}
+    best: dict[tuple[str, str], tuple[str, str, str, str, int]] = {}
     for key in cells:
         if key[:2] not in best or t2t_rank(cells[key]) > t2t_rank(cells[best[key[:2]]]):
             best[key[:2]] = key
@@ -814,7 +815,7 @@ def teacher_forced(records: Path) -> Lines:
             "dev (greedy)": mean_pair(runs, "dev_char", "dev_seq"),
             "paper": "{:.2f} / {:.2f}".format(*PAPER[task]["ut" if model == "ut_act" else model]),
         }
-        for (task, model, positions, updates), runs in sorted(cells.items())
+        for (task, model, positions, _, updates), runs in sorted(cells.items())
     ]
     return [
         "",

@@ -100,6 +100,21 @@ def test_the_teacher_forced_table_pools_seeds_only_within_one_act_recipe(tmp_pat
     assert "| 0.12 / 0.17 |" in row
 
 
+def test_the_teacher_forced_table_pools_seeds_only_within_one_learning_rate(tmp_path):
+    """Settings that differ in anything but their updates (here the learning rate, at the same
+    positions) are two cells: the better is shown with its own seeds, not a mean of both."""
+    plain = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_aaaa"
+    slow = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
+    for folder, setting in ((plain, '{"lr_scale": 1.0}'), (slow, '{"lr_scale": 0.25}')):
+        folder.mkdir(parents=True)
+        (folder / "setting.json").write_text(setting, encoding="utf-8")
+    for seed in (1, 2, 3):
+        _run(plain, "reverse", "transformer", "offset", 10000, seed, dev_char=1.0, t2t_char=0.2, t2t_seq=0.1)
+    _run(slow, "reverse", "transformer", "offset", 10000, 1, dev_char=1.0, t2t_char=0.4, t2t_seq=0.3)
+    (row,) = [line for line in teacher_forced(tmp_path) if line.startswith("| reverse")]
+    assert row.startswith("| reverse | Transformer | offset | 10000 | 1 |") and "| 0.40 / 0.30 |" in row
+
+
 def test_the_program_table_gives_each_budget_its_columns_and_only_the_measured_ones(tmp_path):
     """A record fills its budget's and model's column (teacher-forced); a column no run fills is left out."""
     records = tmp_path / "records"
