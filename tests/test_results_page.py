@@ -8,6 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, where bench/ is
 
 from bench.results import MAX_LINES, PAGE, PROGRAM_SETTINGS, RECORDS, newest, render, teacher_forced
@@ -84,35 +86,26 @@ def test_the_teacher_forced_table_shows_each_model_at_its_best_learned_setting(t
     assert reverse.startswith("| reverse | UT+ACT | offset |"), "ranked as the headline: sequences first"
 
 
-def test_the_teacher_forced_table_pools_seeds_only_within_one_act_recipe(tmp_path):
-    """Two settings that differ in an ACT option (issue 91) are two cells, never one mean: the
-    better is shown, named by its option, with its own seeds."""
+@pytest.mark.parametrize(
+    ("setting", "model", "row"),
+    [
+        ('{"act_min_steps": 4}', "ut_act", "| reverse | UT+ACT | offset, act_min_steps 4 | 10000 | 1 |"),
+        ('{"lr_scale": 0.25}', "transformer", "| reverse | Transformer | offset | 10000 | 1 |"),
+    ],
+)
+def test_the_teacher_forced_table_pools_seeds_only_within_one_recipe(tmp_path, setting, model, row):
+    """Settings that differ in anything but their updates (an ACT option, issue 91, named after the
+    positions; a learning rate) are two cells, never one mean: the better is shown with its own seeds."""
     plain = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_aaaa"
-    floor = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
-    for folder, setting in ((plain, "{}"), (floor, '{"act_min_steps": 4}')):
+    other = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
+    for folder, written in ((plain, "{}"), (other, setting)):
         folder.mkdir(parents=True)
-        (folder / "setting.json").write_text(setting, encoding="utf-8")
+        (folder / "setting.json").write_text(written, encoding="utf-8")
     for seed in (1, 2, 3):
-        _run(plain, "reverse", "ut_act", "offset", 10000, seed, dev_char=1.0, t2t_char=0.12, t2t_seq=0.15)
-    _run(floor, "reverse", "ut_act", "offset", 10000, 1, dev_char=1.0, t2t_char=0.12, t2t_seq=0.17)
-    (row,) = [line for line in teacher_forced(tmp_path) if line.startswith("| reverse")]
-    assert row.startswith("| reverse | UT+ACT | offset, act_min_steps 4 | 10000 | 1 |")
-    assert "| 0.12 / 0.17 |" in row
-
-
-def test_the_teacher_forced_table_pools_seeds_only_within_one_learning_rate(tmp_path):
-    """Settings that differ in anything but their updates (here the learning rate, at the same
-    positions) are two cells: the better is shown with its own seeds, not a mean of both."""
-    plain = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_aaaa"
-    slow = tmp_path / "algorithmic" / "len40-400_steps10000_tok2048_bbbb"
-    for folder, setting in ((plain, '{"lr_scale": 1.0}'), (slow, '{"lr_scale": 0.25}')):
-        folder.mkdir(parents=True)
-        (folder / "setting.json").write_text(setting, encoding="utf-8")
-    for seed in (1, 2, 3):
-        _run(plain, "reverse", "transformer", "offset", 10000, seed, dev_char=1.0, t2t_char=0.2, t2t_seq=0.1)
-    _run(slow, "reverse", "transformer", "offset", 10000, 1, dev_char=1.0, t2t_char=0.4, t2t_seq=0.3)
-    (row,) = [line for line in teacher_forced(tmp_path) if line.startswith("| reverse")]
-    assert row.startswith("| reverse | Transformer | offset | 10000 | 1 |") and "| 0.40 / 0.30 |" in row
+        _run(plain, "reverse", model, "offset", 10000, seed, dev_char=1.0, t2t_char=0.12, t2t_seq=0.15)
+    _run(other, "reverse", model, "offset", 10000, 1, dev_char=1.0, t2t_char=0.4, t2t_seq=0.3)
+    (shown,) = [line for line in teacher_forced(tmp_path) if line.startswith("| reverse")]
+    assert shown.startswith(row) and "| 0.40 / 0.30 |" in shown
 
 
 def test_the_program_table_gives_each_budget_its_columns_and_only_the_measured_ones(tmp_path):
