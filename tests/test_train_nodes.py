@@ -137,6 +137,27 @@ def test_a_node_that_dies_stops_the_survivor_with_a_clear_error_and_the_run_resu
     assert int(step_checkpoints(run / "checkpoints")[-1].name[5:]) == int(saved.name[5:]) + 4
 
 
+@pytest.mark.parametrize("args, status", [(["--help"], 0), (["train", "no-such-config"], 2)])
+def test_a_worker_of_a_distributed_run_ends_with_its_status_and_without_finalization(args, status):
+    """A worker (WORLD_SIZE set, as torchrun does) skips the interpreter's finalization, where
+    gloo's threads hung a guest node: an exit handler never runs; the status and the output stay."""
+    script = (
+        "import atexit, sys; atexit.register(print, 'finalized'); "
+        f"sys.argv = ['transduce', *{args!r}]; from transduce.cli import main; main()"
+    )
+    for world, finalized in (("2", False), ("1", True)):
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**ENV, "WORLD_SIZE": world},
+            timeout=120,
+        )
+        assert done.returncode == status, done.stderr[-2000:]
+        assert ("finalized" in done.stdout) is finalized
+        assert ("Usage" in done.stdout) if status == 0 else done.stderr.startswith("error:")
+
+
 @pytest.mark.parametrize(
     "exc, lost",
     [
