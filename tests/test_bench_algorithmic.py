@@ -394,3 +394,29 @@ def test_a_record_counts_the_cpu_minutes_of_the_invocations_interrupted_before_i
     (path,) = (tmp_path / "r").glob("*/copy-transformer-none-seed1.json")
     record = json.loads(path.read_text())
     assert 7.0 < record["train_cpu_minutes"] < 7.0 + record["wall_minutes"] * 2 + 1
+
+
+def test_test_time_depth_runs_each_stack_the_steps_asked_and_the_trained_depth_is_the_grid_s(tmp_path):
+    """bench.algorithmic.depth (issue 91): UT+ACT's dev pass takes exactly d steps a stack at
+    each depth; the fixed-depth UT at its trained depth gives the grid's own t2t figures, and
+    another depth another dev loss."""
+    models = TINY.index("--models") + 1
+    tiny = [*TINY[:models], "ut", "ut_act", *TINY[models + 1 :]]  # both UTs in place of the Transformer
+    setting = ["--tasks", "copy", "--seeds", "1", *tiny, "--records", str(tmp_path / "r")]
+    setting += ["--out", str(tmp_path / "o")]
+    done = grid(*setting)
+    assert done.returncode == 0, done.stderr[-2000:]
+    command = [sys.executable, "-m", "bench.algorithmic.depth", "--depths", "1", "2", "3", "--", *setting]
+    probe = subprocess.run(command, cwd=ROOT, env=GRID_ENV, capture_output=True, text=True, timeout=600)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    (folder,) = (tmp_path / "r").iterdir()
+    act = json.loads((folder / "depth" / "copy-ut_act-none-seed1.json").read_text())
+    for d in (1, 2, 3):
+        assert act["depths"][str(d)]["dev_encoder_steps"] == act["depths"][str(d)]["dev_decoder_steps"] == d
+    fixed = json.loads((folder / "depth" / "copy-ut-none-seed1.json").read_text())
+    recorded = json.loads((folder / "copy-ut-none-seed1.json").read_text())
+    assert fixed["trained"]["steps"] == 2
+    at_trained = fixed["depths"]["2"]
+    assert (at_trained["t2t_char"], at_trained["t2t_seq"]) == (recorded["t2t_char"], recorded["t2t_seq"])
+    assert fixed["depths"]["1"]["dev_nll"] != at_trained["dev_nll"]
+    assert "| 3 |" in probe.stdout
