@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.algorithmic import grid
-from bench.records import host_line
+from bench.records import host_line, mean_pair
 from transduce.model.universal import UniversalStack
 from transduce.train.trainer import Trainer
 
@@ -81,7 +80,8 @@ def measure(args: argparse.Namespace, cell: grid.Cell, depths: list[int], folder
     trainer = Trainer(cfg, work, show_progress=False)
     trainer.fit(resume=True)  # finished: loads the weights, trains nothing
     trainer.model.eval()
-    trained = {"steps": stacks(trainer)[0].steps, "min_steps": stacks(trainer)[0].min_steps}
+    first = stacks(trainer)[0]
+    trained = {"steps": first.steps, "min_steps": first.min_steps}
     rows = {str(d): at_depth(trainer, cfg, d, args.test_len) for d in depths}
     record = {
         "cell": grid.cell_name(cell),
@@ -102,27 +102,23 @@ def table(records: list[dict], depths: list[int], test_len: int) -> list[str]:
     lines = [f"| steps a stack | dev (teacher-forced) | t2t 1..{test_len} | n |", "|---|---|---|---|"]
     for d in depths:
         at = [r["depths"][str(d)] for r in records]
-
-        def mean(key: str, at: list[dict] = at) -> str:
-            return f"{statistics.fmean(a[key] for a in at):.2f}"
-
-        dev = f"{mean('dev_forced_char')} / {mean('dev_forced_seq')}"
-        lines.append(f"| {d} | {dev} | {mean('t2t_char')} / {mean('t2t_seq')} | {len(at)} |")
+        dev, t2t = mean_pair(at, "dev_forced_char", "dev_forced_seq"), mean_pair(at, "t2t_char", "t2t_seq")
+        lines.append(f"| {d} | {dev} | {t2t} | {len(at)} |")
     return lines
 
 
 def main() -> None:
     depths, args = parse(sys.argv[1:])
     folder = args.records / grid.setting_name(args)
-    for task in args.tasks:
-        for model in args.models:
-            for positions in args.positions:
-                cells = [(task, model, positions, seed) for seed in range(1, args.seeds + 1)]
-                records = [r for c in cells if (r := measure(args, c, depths, folder)) is not None]
-                if records:
-                    print(f"\n{task}, {model}, {positions} ({grid.setting_name(args)}):")
-                    print(json.dumps(records[0]["trained"]))
-                    print("\n".join(table(records, depths, args.test_len)))
+    seeds: dict[tuple[str, str, str], list[grid.Cell]] = {}
+    for cell in grid.cells(args):  # the grid's own cells, grouped by all but the seed
+        seeds.setdefault(cell[:3], []).append(cell)
+    for (task, model, positions), cells in seeds.items():
+        records = [r for c in cells if (r := measure(args, c, depths, folder)) is not None]
+        if records:
+            print(f"\n{task}, {model}, {positions} ({grid.setting_name(args)}):")
+            print(json.dumps(records[0]["trained"]))
+            print("\n".join(table(records, depths, args.test_len)))
 
 
 if __name__ == "__main__":
