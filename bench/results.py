@@ -544,11 +544,32 @@ def gpu_trainers(records: Path) -> Lines:
         f"training ({ttq['updates']:,} updates, {ttq['target_tokens'] / 1e6:.0f}M target tokens, "
         f"{ttq['tokens_per_s']:,.0f} tokens/s), its last checkpoints averaged: test BLEU "
         f"**{ttq['bleu']:.2f}**, chrF {ttq['chrf']:.2f} (beam 4), against {record['cpu_hour_bleu']}. "
+        f"{onmt_time_to_quality(records)} "
         f"CTranslate2 on CUDA at {_read(folder, 'ct2.json')['sentences']:,} test sentences on that "
         "model, `--engine ctranslate2` against raw CTranslate2 (the target is within 10%): "
         f"{decoding}; our torch engine at beam 4: {torch_line}.",
         *provenance(record, "gpu"),
     ]
+
+
+def onmt_time_to_quality(records: Path) -> str:
+    """OpenNMT-py on our time-to-quality recipe and minutes (the session's `onmt-ttq` stage)."""
+    try:
+        record, folder = gpu_sessions(records, "onmt-ttq.json")
+    except FileNotFoundError:
+        return (
+            "OpenNMT-py on the same recipe and minutes: not yet run on a device (`bench/gpu/gpu.sh "
+            "onmt-ttq`, docs/results/gpu.md)."
+        )
+    run = _read(folder, "onmt-ttq.json")
+    if run.get("bleu") is None:
+        return f"OpenNMT-py on the same recipe and minutes ({record['date']}): no score ({run.get('error')})."
+    return (
+        f"OpenNMT-py 3.5.1 on the same recipe for {run['minutes']} minutes of training "
+        f"({run['updates']:,} updates at {run['tokens_per_s']:,.0f} target tokens/s, fp16 AMP), its last "
+        f"{len(run['averaged'])} saves averaged: test BLEU **{run['bleu']:.2f}**, chrF {run['chrf']:.2f} "
+        f"(beam 4; {record['date']}, {record['host'].split(' (')[0]})."
+    )
 
 
 def gpu(records: Path) -> Lines:

@@ -7,12 +7,14 @@ from types import SimpleNamespace
 import torch
 from tiny_models import tiny_model
 
-from bench.gpu.peer_trainers import ONMT_RATE, windows
+from bench.gpu.peer_trainers import ONMT_RATE, complete_saves, ttq_options, windows
 from bench.gpu.session import MASTER as MASTER_OVERRIDES
-from bench.gpu.session import fastest_variant, gather, summary, trainer_rates
+from bench.gpu.session import TTQ, fastest_variant, gather, summary, trainer_rates
 from bench.gpu.step_profile import device_busy_us
 from bench.gpu.throughput import MASTER, random_batch, training_step
+from transduce.config import load_config
 from transduce.train.master import MasterWeights
+from transduce.train.schedule import InverseSqrt
 
 
 def test_summary_gives_the_ratios_from_the_stages():
@@ -161,6 +163,7 @@ def test_summary_gives_our_trainer_over_each_peer_and_the_device_figures():
             ]
         },
         "ttq": {"minutes": 6.0, "bleu": 40.5, "chrf": 61.0},
+        "onmt-ttq": {"minutes": 5.9, "bleu": 30.25, "chrf": 55.5},
         "ct2": {
             "rows": [
                 {"compute_type": "float16", "beam": 4, "ours_s": 0.5, "raw_s": 0.4},
@@ -173,6 +176,7 @@ def test_summary_gives_our_trainer_over_each_peer_and_the_device_figures():
     assert out["trainer_vs_hf"] == 5.0 and out["trainer_vs_onmt"] == 2.0
     assert out["trainer_vs_hf_efficient"] is None
     assert (out["ttq_minutes"], out["ttq_bleu"], out["ttq_chrf"]) == (6.0, 40.5, 61.0)
+    assert (out["ttq_onmt_minutes"], out["ttq_onmt_bleu"], out["ttq_onmt_chrf"]) == (5.9, 30.25, 55.5)
     assert out["ct2_cuda"] == {"float16": {"ours_s": 0.5, "raw_s": 0.4}}
     failed = summary({"ct2": {"rows": [], "error": "OSError: libcublas.so.12"}}, "H200")
     assert failed["ct2_cuda"] == "OSError: libcublas.so.12"
@@ -204,3 +208,33 @@ def test_peer_windows_and_onmt_log_lines_are_read_as_logged():
         "tokens_per_s": 30.0,
     }
     assert windows([10.0])["tokens_per_s"] is None
+
+
+def test_onmt_time_to_quality_runs_our_ttq_recipe_in_its_options(tmp_path):
+    """OpenNMT-py's noam rate (learning_rate * hidden^-0.5 * min(s^-0.5, s * warmup^-1.5), its
+    docs' formula) with the mapped options is our schedule at every step, and the rest of the
+    recipe is the ttq stage's."""
+    args = SimpleNamespace(
+        preset="base", dataset=tmp_path, onmt_bucket=1024, device="cuda", onmt_batch_size=48000,
+        work=tmp_path, steps=1, log_every=20, save_every=180, average=5,
+    )  # fmt: skip
+    options = ttq_options(args, tmp_path / "s", tmp_path / "t", tmp_path / "v")
+    cfg = load_config("base", [o for o in TTQ[1:] if not o.startswith("data.dataset=")])
+    ours = InverseSqrt(cfg.model.d_model, cfg.train.warmup, cfg.train.lr_scale)
+    for step in (1, 100, cfg.train.warmup, 4 * cfg.train.warmup):
+        noam = options["learning_rate"] * options["hidden_size"] ** -0.5
+        noam *= min(step**-0.5, step * options["warmup_steps"] ** -1.5)
+        assert abs(noam - ours(step)) < 1e-12
+    assert options["warmup_steps"] == 1500 and options["hidden_size"] == cfg.model.d_model
+    assert (options["adam_beta1"], options["adam_beta2"]) == cfg.train.adam_betas
+    assert options["label_smoothing"] == cfg.train.label_smoothing == 0.1
+    assert options["dropout"] == [cfg.model.dropout]
+    assert options["save_checkpoint_steps"] == 180 and options["keep_checkpoint"] == 6
+
+
+def test_onmt_saves_in_update_order_less_one_cut_off(tmp_path):
+    for step in (10, 2, 30):
+        torch.save({"step": step}, tmp_path / f"model_step_{step}.pt")
+    assert [p.name for p in complete_saves(tmp_path)] == [f"model_step_{s}.pt" for s in (2, 10, 30)]
+    (tmp_path / "model_step_40.pt").write_bytes(b"PK\x03\x04 cut off")
+    assert [p.name for p in complete_saves(tmp_path)] == [f"model_step_{s}.pt" for s in (2, 10, 30)]

@@ -138,3 +138,23 @@ def test_a_days_second_record_is_newer_than_its_first_and_older_than_the_next_da
     assert newest(tmp_path, "gpu", "x")["name"] == "x-2026-11-30-10"
     (folder / "x-2026-12-01.json").write_text(json.dumps({"name": "next day"}), encoding="utf-8")
     assert newest(tmp_path, "gpu", "x")["name"] == "next day"
+
+
+def test_a_session_with_opennmt_time_to_quality_puts_it_beside_ours(tmp_path):
+    records = tmp_path / "records"
+    shutil.copytree(RECORDS, records)
+    folder = records / "gpu" / "h100-2099-01-01"
+    folder.mkdir()
+    run = {"minutes": 4.36, "updates": 790, "tokens_per_s": 71234.0, "averaged": ["a", "b", "c"]}
+    (folder / "onmt-ttq.json").write_text(json.dumps({**run, "bleu": 31.5, "chrf": 57.25}))
+    session = {"date": "2099-01-01", "host": "NVIDIA H100 (80 GiB)", "results": "h100-2099-01-01"}
+    (records / "gpu" / "gpu-session-2099-01-01.json").write_text(json.dumps(session))
+    section = render(records).split("## GPU", 1)[1].split("\n## ", 1)[0]
+    assert "for 4.36 minutes of training (790 updates at 71,234 target tokens/s" in section
+    assert (
+        "its last 3 saves averaged: test BLEU **31.50**, chrF 57.25 (beam 4; 2099-01-01, NVIDIA H100)"
+        in section
+    )
+    assert "48.26" in section  # our time to quality stays from the session that ran it
+    assert "OpenNMT-py on the same recipe and minutes: not yet run" not in section
+    assert "OpenNMT-py on the same recipe and minutes: not yet run" in render(RECORDS)

@@ -12,7 +12,7 @@
 #                            ".gpudata/l10n-test.tar.xz"] for the ct2 stage: 64 MiB a call; see
 #                            docs/results/gpu.md): install this working tree without network,
 #                            then bench/gpu/session.py's stages (default all, issue 86's first:
-#                            trainer peers ttq ct2 bench decode tests profile kernel sdpa; the ct2
+#                            trainer peers ttq ct2 onmt-ttq bench decode tests profile kernel sdpa; the ct2
 #                            stage needs .whl-ct2 carried). $OUT gets summary.json and session.tar.xz (every stage's
 #                            JSON and log), which go into bench/records/gpu/<device>-<date>/; a later
 #                            run can do only the stages missing, with

@@ -1,5 +1,5 @@
 """The peer trainers beside ours on the same data and device (issue 86): Hugging Face
-MarianMTModel in a plain PyTorch loop, and OpenNMT-py's own `onmt_train`.
+MarianMTModel in a plain PyTorch loop, and OpenNMT-py's own `onmt_train`; OpenNMT-py's time to quality.
 
     python -m bench.gpu.peer_trainers hf --dataset /tmp/l10n/l10n-de-data --steps 120 --out DIR
     python -m bench.gpu.peer_trainers onmt --dataset /tmp/l10n/l10n-de-data --steps 120 --out DIR
@@ -27,7 +27,12 @@ measures every trainer's device memory the same way from outside (nvidia-smi).
   pieces (no transforms: the same segmentation), its vocabulary our pieces. Its own log's target
   tok/s per --log-every window (`report_every`). spaCy is not carried (36 MB; only its
   terminology transform imports it, at import time): a placeholder module stands in for that
-  import alone (bench/peers/onmt_train.py).
+  import alone (bench/peers/onmt_bin.py).
+- onmt-ttq: time to quality (issue 86, item 2), the onmt peer on our ttq recipe instead of its own
+  (`ttq_options`) for --minutes of training, then its last --average saves averaged, beam 4 on
+  --test and BLEU/chrF against --ref as `transduce evaluate` scores:
+    python -m bench.gpu.peer_trainers onmt-ttq --dataset /tmp/l10n/l10n-de-data --minutes 4.36 \
+        --save-every 181 --test test.en --ref test.de --out DIR
 """
 
 from __future__ import annotations
@@ -45,20 +50,24 @@ import time
 from functools import partial
 from pathlib import Path
 
+import sentencepiece
 import torch
 import torch.nn.functional as F
 
-from bench.mt.toolkits import ONMT_RECIPE, write_yaml
-from transduce.config import load_config
+from bench.gpu.session import TTQ
+from bench.mt.toolkits import ONMT_RECIPE, OpenNMT, write_yaml
+from transduce.config import DecodeConfig, load_config
 from transduce.data.batching import BatchSampler, round_up
 from transduce.data.dataset import Dataset
 from transduce.data.vocab import EOS, PAD
 from transduce.device import attention_kernels
+from transduce.metrics import corpus_scores
 from transduce.train.batches import BatchStream, steps_ahead
 from transduce.train.objective import objective_for
 from transduce.train.schedule import InverseSqrt
 
-LAUNCHER = Path(__file__).resolve().parents[1] / "peers" / "onmt_train.py"
+LAUNCHER = Path(__file__).resolve().parents[1] / "peers" / "onmt_bin.py"  # OpenNMT-py's commands
+ONMT_ENV = OpenNMT.env  # its translate and average_models load its own pickled checkpoints
 
 
 def windows(rates: list[float]) -> dict:
@@ -245,7 +254,7 @@ def run_onmt(args: argparse.Namespace) -> dict:
     log = work / "train.log"
     with log.open("w") as out:
         status = subprocess.run(
-            [sys.executable, str(LAUNCHER), "-config", str(config)],
+            [sys.executable, str(LAUNCHER), "train", "-config", str(config)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -270,11 +279,123 @@ def run_onmt(args: argparse.Namespace) -> dict:
     }
 
 
+def ttq_options(args: argparse.Namespace, src: Path, tgt: Path, vocab: Path) -> dict:
+    """The ttq stage's recipe (bench/gpu/session.py's TTQ) in OpenNMT-py's options: noam at
+    learning_rate = our lr_scale is our inverse-square-root schedule; the same warm-up, Adam
+    betas, label smoothing, dropout and clipping; pre-norm layers are OpenNMT-py's own. No end by
+    steps (the deadline stops it), a save every --save-every updates, the last --average kept."""
+    overrides = [o for o in TTQ[1:] if not o.startswith("data.dataset=")]
+    cfg = load_config(args.preset, [f"data.dataset={args.dataset}", *overrides])
+    t, m = cfg.train, cfg.model
+    return {
+        **onmt_options(args, src, tgt, vocab),
+        "learning_rate": t.lr_scale,
+        "warmup_steps": t.warmup,
+        "adam_beta1": t.adam_betas[0],
+        "adam_beta2": t.adam_betas[1],
+        "label_smoothing": t.label_smoothing,
+        "max_grad_norm": t.clip_norm or 0,
+        "dropout": [m.dropout],
+        "attention_dropout": [m.attention_dropout],
+        "train_steps": 10**7,
+        "save_checkpoint_steps": args.save_every,
+        "keep_checkpoint": args.average + 1,  # one more: the save the deadline cuts may be partial
+    }
+
+
+def train_until(command: list[str], log: Path, minutes: float) -> tuple[int | None, float]:
+    """Run OpenNMT-py's training for `minutes` from its training loop's start (its start-up, like
+    ours, not counted), then stop it (it has no wall-time option): its exit status (None when the
+    deadline stopped it) and the seconds it trained."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **ONMT_ENV})
+        started = None
+        while proc.poll() is None:
+            if started is None and "Start training loop" in log.read_text(errors="replace"):
+                started = time.monotonic()
+            if started is not None and time.monotonic() - started >= 60 * minutes:
+                proc.terminate()
+                proc.wait()
+                return None, time.monotonic() - started
+            time.sleep(0.5)
+    return proc.returncode, time.monotonic() - started if started else 0.0
+
+
+def complete_saves(folder: Path) -> list[Path]:
+    """OpenNMT-py's saves in update order, less one the deadline cut off (it does not load)."""
+    saves = sorted(folder.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    if saves:
+        try:  # our own run's file: its pickled options are OpenNMT-py's, not untrusted input
+            torch.load(saves[-1], map_location="cpu", weights_only=False)
+        except Exception:  # any failure to read it: it was cut off
+            saves.pop()
+    return saves
+
+
+def run_onmt_ttq(args: argparse.Namespace) -> dict:
+    """Time to quality for OpenNMT-py: the ttq recipe for --minutes, the last --average saves
+    averaged (its average_models), beam 4 on the test set (its translate, Wu's length penalty at
+    our alpha), scored as `transduce evaluate` scores (sacrebleu, detokenised)."""
+    data = Dataset(args.dataset)
+    work = args.work / "onmt-ttq"
+    src, tgt, vocab = write_pieces(data, work)
+    config = work / "config.yaml"
+    options = ttq_options(args, src, tgt, vocab)
+    write_yaml(config, {**options, "save_model": str(work / "model")})
+    for old in work.glob("model_step_*.pt"):
+        old.unlink()
+    launcher = [sys.executable, str(LAUNCHER)]
+    status, trained = train_until(
+        [*launcher, "train", "-config", str(config)], work / "train.log", args.minutes
+    )
+    text = (work / "train.log").read_text(errors="replace")
+    (args.out / "onmt-ttq-train.log").write_text(text)
+    saves = complete_saves(work)[-args.average :]
+    result = {
+        "peer": "onmt-ttq",
+        "onmt": importlib.metadata.version("OpenNMT-py"),
+        "train_status": status,  # None: the deadline stopped it
+        "minutes": args.minutes,
+        "trained_s": trained,
+        "updates": int(saves[-1].stem.rsplit("_", 1)[1]) if saves else None,
+        "averaged": [p.name for p in saves],
+        "options": options,
+        **windows([float(m.group(3)) for m in ONMT_RATE.finditer(text)]),
+    }
+    if not saves:
+        return {**result, "error": "no complete save before the deadline"}
+    model = work / "averaged.pt"
+    average = [*launcher, "average_models", "-models", *map(str, saves), "-output", str(model), "-fp32"]
+    subprocess.run(average, check=True, env={**os.environ, **ONMT_ENV})
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(args.dataset / "src.spm"))
+    lines = args.test.read_text(encoding="utf-8").splitlines()[: args.test_lines]
+    pieces, output = work / "test.pieces", work / "test.out"
+    pieces.write_text("".join(" ".join(p) + "\n" for p in sp.encode(lines, out_type=str)), encoding="utf-8")
+    translate = [*launcher, "translate", "-model", str(model), "-src", str(pieces), "-output", str(output)]
+    translate += ["-beam_size", "4", "-length_penalty", "wu", "-alpha", str(DecodeConfig().alpha)]
+    translate += [
+        "-batch_size",
+        "4096",
+        "-batch_type",
+        "tokens",
+        "-gpu",
+        "0" if args.device == "cuda" else "-1",
+    ]
+    began = time.perf_counter()
+    decoded = subprocess.run(translate, capture_output=True, text=True, env={**os.environ, **ONMT_ENV})
+    result.update(translate_s=time.perf_counter() - began, translate=" ".join(translate))
+    if decoded.returncode != 0:
+        return {**result, "error": decoded.stderr[-2000:]}
+    outputs = [sp.decode(line.split()) for line in output.read_text(encoding="utf-8").splitlines()]
+    scores = corpus_scores(outputs, args.ref.read_text(encoding="utf-8").splitlines()[: args.test_lines])
+    return {**result, "bleu": scores.bleu, "chrf": scores.chrf, "bleu_signature": scores.bleu_signature}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("peer", choices=["hf", "onmt"])
+    parser.add_argument("peer", choices=list(PEERS))
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--preset", default="base")
     parser.add_argument("--steps", type=int, default=120)
@@ -290,15 +411,23 @@ def main() -> None:
     )
     parser.add_argument("--onmt-bucket", type=int, default=65536, help="OpenNMT-py's bucket_size")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--minutes", type=float, default=6.0, help="onmt-ttq: minutes of training")
+    parser.add_argument("--save-every", type=int, default=200, help="onmt-ttq: updates between saves")
+    parser.add_argument("--average", type=int, default=5, help="onmt-ttq: the last saves averaged")
+    parser.add_argument("--test", type=Path, help="onmt-ttq: the raw test sources")
+    parser.add_argument("--ref", type=Path, help="onmt-ttq: the raw test references")
+    parser.add_argument("--test-lines", type=int, help="onmt-ttq: the first lines only (a smoke run)")
     parser.add_argument("--out", type=Path, required=True, help="the figures and logs")
     parser.add_argument("--work", type=Path, default=Path("/tmp/peer-trainers"), help="data and checkpoints")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    result = run_hf(args) if args.peer == "hf" else run_onmt(args)
+    result = PEERS[args.peer](args)
     name = args.peer if args.attention_kernel == "default" else f"{args.peer}-{args.attention_kernel}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "options"}, indent=1))
 
+
+PEERS = {"hf": run_hf, "onmt": run_onmt, "onmt-ttq": run_onmt_ttq}
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,9 @@ issue 86 needs most first); every command's peak device memory is read from outs
   ct2      bench.gpu.ct2_cuda on the ttq stage's model (or, without it, a 50-update one):
            `--engine ctranslate2` on CUDA against raw CTranslate2 and our torch engine, float16,
            bfloat16 and int8_float16, beam 4 and greedy, 1,024 sentences (carry .whl-ct2)
+  onmt-ttq OpenNMT-py on the ttq recipe (bench.gpu.peer_trainers onmt-ttq) for the ttq stage's
+           minutes (fewer when the deadline is nearer), a save every minute at the peers stage's
+           OpenNMT-py rate, the last five averaged, beam 4 on the same test lines: BLEU and chrF
   tests    the `gpu`-marked tests (tests/test_gpu.py)
   decode   bench.gpu.decode: small and base, fp32 and bf16, greedy and beam 4, 64 and 1,024
            sentences, our growing and static caches against HF `generate` on the same weights
@@ -54,7 +57,19 @@ import time
 from pathlib import Path
 
 # the stages, run by default in this order (what is most needed first)
-STAGES = ("trainer", "peers", "ttq", "ct2", "bench", "decode", "tests", "profile", "kernel", "sdpa")
+STAGES = (
+    "trainer",
+    "peers",
+    "ttq",
+    "ct2",
+    "onmt-ttq",
+    "bench",
+    "decode",
+    "tests",
+    "profile",
+    "kernel",
+    "sdpa",
+)
 DATA = Path("/tmp/l10n")
 TRAINER = [
     "base",
@@ -100,6 +115,9 @@ TTQ = [
     "train.average_last=5",
 ]
 TTQ_RUN = Path("/tmp/ttq")
+# OpenNMT-py's updates a minute on the H200 (2026-12-04: 73k target tokens/s at about 24k a
+# batch), its save interval in the onmt-ttq stage when this session's peers stage has no rate
+ONMT_UPDATES_A_MINUTE = 180
 RATE = re.compile(r"step (\d+): .*train/tokens_per_s=([0-9.e+]+)")
 
 
@@ -328,6 +346,47 @@ def stage_ct2(args: argparse.Namespace) -> dict:
     return {**result, "model": str(model), "model_from": "ttq" if trained else "50 updates"}
 
 
+def stage_onmt_ttq(args: argparse.Namespace) -> dict:
+    """OpenNMT-py's time to quality on our ttq stage's recipe and minutes (issue 86, item 2)."""
+    unpack_data()
+    earlier = gather(args.out, args.previous)
+    ours = earlier.get("ttq", {}).get("minutes") or args.ttq_minutes
+    left = (args.deadline - time.time() - args.ttq_reserve) / 60 if args.deadline else ours
+    minutes = round(min(ours, left), 2)
+    if minutes < 0.5:
+        return {"skipped": f"{left:.2f} minutes left before the deadline's reserve", "minutes": minutes}
+    onmt = next((r for r in earlier.get("peers", {}).get("rows", []) if r["peer"] == "onmt"), {})
+    per_minute = (
+        onmt["tokens_per_s"] * 60 / onmt["tokens_per_step"]
+        if onmt.get("tokens_per_s") and onmt.get("tokens_per_step")
+        else ONMT_UPDATES_A_MINUTE
+    )
+    test = DATA / "l10n-de"
+    command = [
+        sys.executable,
+        "-m",
+        "bench.gpu.peer_trainers",
+        "onmt-ttq",
+        "--dataset",
+        str(DATA / "l10n-de-data"),
+    ]
+    command += ["--minutes", str(minutes), "--save-every", str(max(1, round(per_minute)))]
+    command += [
+        "--test",
+        str(test / "test.en"),
+        "--ref",
+        str(test / "test.de"),
+        "--out",
+        str(args.out / "peers"),
+    ]
+    command += args.smoke.get("onmt-ttq", [])
+    found = args.out / "peers" / "onmt-ttq.json"
+    found.unlink(missing_ok=True)  # an earlier call's
+    status, memory = run(command, args.out / "onmt-ttq.log", minutes * 60 + args.stage_timeout)
+    figures = json.loads(found.read_text()) if found.exists() else {}
+    return {**figures, "status": status, "device_mib": memory, "command": " ".join(command)}
+
+
 def data_vocab() -> int:
     """The trainer's target vocabulary (the carried dataset's), so that the benchmark's step does
     the same output projection and loss; 32,000 without the data."""
@@ -393,6 +452,11 @@ SMOKE = {  # --device cpu: each stage's module on tiny sizes, to check this scri
         *("model.encoder_layers=1", "model.decoder_layers=1", "data.max_tokens=1024"),
     ],
     "ct2": ["--sentences", "8", "--device", "cpu", "--compute-types", "float32", "--reps", "1"],
+    "onmt-ttq": [
+        *("--preset", "small", "--onmt-batch-size", "2000", "--log-every", "2"),
+        *("--save-every", "4", "--average", "3", "--onmt-bucket", "2048", "--test-lines", "40"),
+        *("--device", "cpu"),
+    ],
 }
 
 
@@ -537,7 +601,9 @@ def summary(stages: dict[str, dict], device: str) -> dict:
 def peer_figures(stages: dict[str, dict]) -> dict:
     """Issue 86's fields: our trainer over each peer's tokens/s, time to quality, CTranslate2 on CUDA."""
     out: dict = {}
-    trainer, peers, ttq, ct2 = (stages.get(name) for name in ("trainer", "peers", "ttq", "ct2"))
+    trainer, peers, ttq, ct2, onmt_ttq = (
+        stages.get(name) for name in ("trainer", "peers", "ttq", "ct2", "onmt-ttq")
+    )
     ours = max(
         (v["tokens_per_s"] for v in (trainer or {}).get("variants", []) if v.get("tokens_per_s")),
         default=None,
@@ -550,6 +616,10 @@ def peer_figures(stages: dict[str, dict]) -> dict:
         out["ttq_minutes"] = ttq.get("minutes")
         out["ttq_bleu"] = ttq.get("bleu")
         out["ttq_chrf"] = ttq.get("chrf")
+    if onmt_ttq:
+        out["ttq_onmt_minutes"] = onmt_ttq.get("minutes")
+        out["ttq_onmt_bleu"] = onmt_ttq.get("bleu")
+        out["ttq_onmt_chrf"] = onmt_ttq.get("chrf")
     if ct2:
         beam4 = [r for r in ct2.get("rows", []) if r.get("beam") == 4 and "compute_type" in r]
         out["ct2_cuda"] = (
@@ -613,6 +683,8 @@ def main() -> None:
             result = stage_ttq(args, gather(args.out, args.previous).get("trainer"))
         elif stage == "ct2":
             result = stage_ct2(args)
+        elif stage == "onmt-ttq":
+            result = stage_onmt_ttq(args)
         elif stage == "bench":
             result = stage_bench(args, gather(args.out, args.previous).get("trainer"))
         elif stage == "profile":
