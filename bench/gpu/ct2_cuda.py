@@ -20,7 +20,9 @@ export, one-best text, no scores, as `transduce translate --engine ctranslate2`)
 (bench/peers/engines.py's `translate_ct2`: sentencepiece, `translate_batch` per length-sorted
 batch), alternating within --reps rounds after a warm-up, medians; the share of lines whose text
 is the same. Then our torch engine on the checkpoint, in fp32 (as `transduce translate` decodes)
-and bf16 (the model cast), the same lines and settings. Writes ct2.json to --out.
+and bf16 (the model cast), the same lines and settings. Beam 4 rows also count and time, in one
+profiled run of ours, the batches' first calls and the searches again of sentences that reached
+their own length limit (`ours_calls`). Writes ct2.json to --out.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
     import sentencepiece
     import torch
 
+    from bench.decode.ct2_gap import profiled_parts
     from bench.peers.engines import translate_ct2
     from transduce.decode.ctranslate2_engine import open_ctranslate2
     from transduce.decode.options import decode_options
@@ -148,6 +151,14 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
                     "raw_s": medians["raw"],
                     "ours_vs_raw": medians["ours"] / medians["raw"],
                     "same_text": same(texts["ours"], texts["raw"]),
+                    # beam search's calls: the batches' first, and the sentences that reached their
+                    # own length limit searched again (one profiled run; bench/decode/ct2_gap.py)
+                    "ours_calls": {
+                        part: {"calls": calls, "seconds": spent}
+                        for part, (calls, spent) in profiled_parts(engines["ours"]).items()
+                    }
+                    if beam > 1
+                    else None,
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
