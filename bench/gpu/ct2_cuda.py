@@ -22,7 +22,8 @@ batch), alternating within --reps rounds after a warm-up, medians; the share of 
 is the same. Then our torch engine on the checkpoint, in fp32 (as `transduce translate` decodes)
 and bf16 (the model cast), the same lines and settings. Beam 4 rows also count and time, in one
 profiled run of ours, the batches' first calls and the searches again of sentences that reached
-their own length limit (`ours_calls`). Writes ct2.json to --out.
+their own length limit (`ours_calls`); every row, from one more run of each, the seconds inside
+translate_batch and outside it (`split`: the host's work around the calls). Writes ct2.json to --out.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 SHIM = Path("/tmp/cublas12")
 LIBRARIES = ("libcublas", "libcublasLt")
@@ -95,6 +98,35 @@ def interleaved(engines: dict[str, Callable[[], list[str]]], reps: int) -> tuple
     return {name: statistics.median(values) for name, values in seconds.items()}, texts
 
 
+class CallTimer:
+    """A CTranslate2 Translator whose translate_batch is timed: the seconds and calls inside it, so
+    that the rest of a run is the host work around it (ours: encoding, batching, rendering; raw:
+    sentencepiece and batching)."""
+
+    def __init__(self, translator: Any) -> None:
+        self.translator, self.seconds, self.calls = translator, 0.0, 0
+
+    def translate_batch(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.translator.translate_batch(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.translator, name)
+
+
+def split(run: Callable[[], object], timer: CallTimer) -> dict:
+    """One more run of `run`, whose translator `timer` wraps: its seconds inside translate_batch
+    and outside it."""
+    start = time.perf_counter()
+    run()
+    total = time.perf_counter() - start
+    return {"calls": timer.calls, "translate_batch_s": timer.seconds, "outside_s": total - timer.seconds}
+
+
 def same(a: list[str], b: list[str]) -> float:
     return sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
 
@@ -143,6 +175,15 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
                 ),
             }
             medians, texts = interleaved(engines, args.reps)
+            holder, raw_timer = ours.engine.translator, CallTimer(raw)
+            holder.translator = ours_timer = CallTimer(holder.translator)
+            splits = {
+                "ours": split(engines["ours"], ours_timer),
+                "raw": split(
+                    partial(translate_ct2, raw_timer, source, target, {**request, "lines": lines}), raw_timer
+                ),
+            }
+            holder.translator = ours_timer.translator
             rows.append(
                 {
                     "compute_type": compute,
@@ -151,6 +192,7 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
                     "raw_s": medians["raw"],
                     "ours_vs_raw": medians["ours"] / medians["raw"],
                     "same_text": same(texts["ours"], texts["raw"]),
+                    "split": splits,  # one more run each: inside translate_batch and outside
                     # beam search's calls: the batches' first, and the sentences that reached their
                     # own length limit searched again (one profiled run; bench/decode/ct2_gap.py)
                     "ours_calls": {
