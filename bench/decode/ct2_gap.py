@@ -14,7 +14,9 @@ On one thread the two Translators do not slow each other (on two they do: use e2
 It prints the medians, their ratio, the share of lines whose text is the same (ours limits each
 sentence's output to a * |x| + b, raw each batch's), and from one profiled run of ours the seconds
 in the batches' first calls and in the calls that search again the sentences that reached their own
-length limit (bench/decode/e2e.py's docstring and `ctranslate2_engine`'s say why).
+length limit (bench/decode/e2e.py's docstring and `ctranslate2_engine`'s say why). --per-line
+translates each line in a call of its own, as a server's one-line requests are: what a call
+costs beyond its search.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def profiled_parts(run: Callable[[], object]) -> dict[str, tuple[int, float]]:
     return found
 
 
+def each_line(run: Callable[[list[str]], list[str]], lines: list[str]) -> Callable[..., list[str]]:
+    """`run` on each line alone, as a server's one-line requests: what a call costs beyond its search."""
+    return lambda part=lines: [run([line])[0] for line in part]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,9 +80,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of each Translator")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded source tokens a batch")
     parser.add_argument("--reps", type=int, default=5, help="interleaved rounds (medians)")
+    parser.add_argument("--first", type=int, help="only the first N lines")
+    parser.add_argument(
+        "--per-line",
+        action="store_true",
+        help="each line in a call of its own, as a server's one-line requests",
+    )
     args = parser.parse_args()
 
-    lines = [line for line in read_lines(args.test) if line.strip()]
+    lines = [line for line in read_lines(args.test) if line.strip()][: args.first]
     if args.longest:
         lines = sorted(lines, key=len, reverse=True)[: args.longest]
     ours = open_ctranslate2(args.checkpoint, args.quantize, args.threads, "cpu")
@@ -104,6 +117,8 @@ def main() -> None:
         return translate_ct2(raw, source, target, {**request, "lines": part})
 
     engines = {ENGINE_ROW: run_ours, "CTranslate2": run_raw}
+    if args.per_line:
+        engines = {name: each_line(run, lines) for name, run in engines.items()}
     texts = {name: run(lines[:WARMUP_LINES]) for name, run in engines.items()}  # warm-up
     seconds: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(args.reps):
@@ -114,7 +129,9 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     same = sum(a == b for a, b in zip(*texts.values(), strict=True)) / len(lines)
     search = "greedy" if args.beam == 1 else f"beam {args.beam}"
-    print(f"{len(lines)} lines, {search}, {args.quantize} weights, {args.threads} thread(s); {host_line()}")
+    calls = "a call each" if args.per_line else "in batches"
+    settings = f"{search}, {args.quantize} weights, {args.threads} thread(s)"
+    print(f"{len(lines)} lines ({calls}), {settings}; {host_line()}")
     for name, values in seconds.items():
         print(f"  {name}: median {medians[name]:.3f} s ({' '.join(f'{v:.3f}' for v in values)})")
     ratio = medians[ENGINE_ROW] / medians["CTranslate2"]
