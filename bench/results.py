@@ -564,10 +564,14 @@ def onmt_time_to_quality(records: Path) -> str:
     run = _read(folder, "onmt-ttq.json")
     if run.get("bleu") is None:
         return f"OpenNMT-py on the same recipe and minutes ({record['date']}): no score ({run.get('error')})."
+    saves = len(run["averaged"])
+    model = (
+        f"its last {saves} saves averaged" if saves > 1 else "its last save (none past the warmup to average)"
+    )
     return (
         f"OpenNMT-py 3.5.1 on the same recipe for {run['minutes']} minutes of training "
-        f"({run['updates']:,} updates at {run['tokens_per_s']:,.0f} target tokens/s, fp16 AMP), its last "
-        f"{len(run['averaged'])} saves averaged: test BLEU **{run['bleu']:.2f}**, chrF {run['chrf']:.2f} "
+        f"({run['updates']:,} updates at {run['tokens_per_s']:,.0f} target tokens/s, fp16 AMP), {model}: "
+        f"test BLEU **{run['bleu']:.2f}**, chrF {run['chrf']:.2f} "
         f"(beam 4; {record['date']}, {record['host'].split(' (')[0]})."
     )
 

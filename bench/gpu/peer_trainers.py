@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.gpu.session import TTQ
-from bench.mt.toolkits import ONMT_RECIPE, OpenNMT, write_yaml
+from bench.mt.toolkits import ONMT_RECIPE, OpenNMT, checkpoint_step, write_yaml
 from transduce.config import DecodeConfig, load_config
 from transduce.data.batching import BatchSampler, round_up
 from transduce.data.dataset import Dataset
@@ -323,13 +323,19 @@ def train_until(command: list[str], log: Path, minutes: float) -> tuple[int | No
 
 def complete_saves(folder: Path) -> list[Path]:
     """OpenNMT-py's saves in update order, less one the deadline cut off (it does not load)."""
-    saves = sorted(folder.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    saves = sorted(folder.glob("model_step_*.pt"), key=checkpoint_step)
     if saves:
         try:  # our own run's file: its pickled options are OpenNMT-py's, not untrusted input
             torch.load(saves[-1], map_location="cpu", weights_only=False)
         except Exception:  # any failure to read it: it was cut off
             saves.pop()
     return saves
+
+
+def onmt_error(command: list[str]) -> str | None:
+    """Run one of OpenNMT-py's commands: None, or the end of what it printed when it failed."""
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **ONMT_ENV})
+    return None if done.returncode == 0 else (done.stderr or done.stdout)[-2000:]
 
 
 def run_onmt_ttq(args: argparse.Namespace) -> dict:
@@ -350,42 +356,39 @@ def run_onmt_ttq(args: argparse.Namespace) -> dict:
     )
     text = (work / "train.log").read_text(errors="replace")
     (args.out / "onmt-ttq-train.log").write_text(text)
-    saves = complete_saves(work)[-args.average :]
+    newest = complete_saves(work)[-args.average :]
+    # as train.average_last chooses: of the newest saves, those past the warmup; else the last alone
+    chosen = [p for p in newest if checkpoint_step(p) > options["warmup_steps"]] or newest[-1:]
     result = {
         "peer": "onmt-ttq",
         "onmt": importlib.metadata.version("OpenNMT-py"),
         "train_status": status,  # None: the deadline stopped it
         "minutes": args.minutes,
         "trained_s": trained,
-        "updates": int(saves[-1].stem.rsplit("_", 1)[1]) if saves else None,
-        "averaged": [p.name for p in saves],
+        "updates": checkpoint_step(newest[-1]) if newest else None,
+        "averaged": [p.name for p in chosen],
         "options": options,
         **windows([float(m.group(3)) for m in ONMT_RATE.finditer(text)]),
     }
-    if not saves:
+    if not chosen:
         return {**result, "error": "no complete save before the deadline"}
-    model = work / "averaged.pt"
-    average = [*launcher, "average_models", "-models", *map(str, saves), "-output", str(model), "-fp32"]
-    subprocess.run(average, check=True, env={**os.environ, **ONMT_ENV})
+    model = work / "averaged.pt" if len(chosen) > 1 else chosen[0]
+    average = [*launcher, "average_models", "-models", *map(str, chosen), "-output", str(model), "-fp32"]
+    if len(chosen) > 1 and (failed := onmt_error(average)):
+        return {**result, "error": failed}
     sp = sentencepiece.SentencePieceProcessor(model_file=str(args.dataset / "src.spm"))
     lines = args.test.read_text(encoding="utf-8").splitlines()[: args.test_lines]
     pieces, output = work / "test.pieces", work / "test.out"
     pieces.write_text("".join(" ".join(p) + "\n" for p in sp.encode(lines, out_type=str)), encoding="utf-8")
+    gpu = "0" if args.device == "cuda" else "-1"
     translate = [*launcher, "translate", "-model", str(model), "-src", str(pieces), "-output", str(output)]
     translate += ["-beam_size", "4", "-length_penalty", "wu", "-alpha", str(DecodeConfig().alpha)]
-    translate += [
-        "-batch_size",
-        "4096",
-        "-batch_type",
-        "tokens",
-        "-gpu",
-        "0" if args.device == "cuda" else "-1",
-    ]
+    translate += ["-batch_size", "4096", "-batch_type", "tokens", "-gpu", gpu]
     began = time.perf_counter()
-    decoded = subprocess.run(translate, capture_output=True, text=True, env={**os.environ, **ONMT_ENV})
+    failed = onmt_error(translate)
     result.update(translate_s=time.perf_counter() - began, translate=" ".join(translate))
-    if decoded.returncode != 0:
-        return {**result, "error": decoded.stderr[-2000:]}
+    if failed:
+        return {**result, "error": failed}
     outputs = [sp.decode(line.split()) for line in output.read_text(encoding="utf-8").splitlines()]
     scores = corpus_scores(outputs, args.ref.read_text(encoding="utf-8").splitlines()[: args.test_lines])
     return {**result, "bleu": scores.bleu, "chrf": scores.chrf, "bleu_signature": scores.bleu_signature}

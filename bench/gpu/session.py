@@ -20,7 +20,8 @@ issue 86 needs most first); every command's peak device memory is read from outs
            bfloat16 and int8_float16, beam 4 and greedy, 1,024 sentences (carry .whl-ct2)
   onmt-ttq OpenNMT-py on the ttq recipe (bench.gpu.peer_trainers onmt-ttq) for the ttq stage's
            minutes (fewer when the deadline is nearer), a save every minute at the peers stage's
-           OpenNMT-py rate, the last five averaged, beam 4 on the same test lines: BLEU and chrF
+           OpenNMT-py rate, the last five past the warmup averaged, beam 4 on the same test lines:
+           BLEU and chrF
   tests    the `gpu`-marked tests (tests/test_gpu.py)
   decode   bench.gpu.decode: small and base, fp32 and bf16, greedy and beam 4, 64 and 1,024
            sentences, our growing and static caches against HF `generate` on the same weights
