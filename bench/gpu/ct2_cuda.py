@@ -131,18 +131,62 @@ def same(a: list[str], b: list[str]) -> float:
     return sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
 
 
-def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> None:
-    """Append each row to `rows` as it is measured (a later failure keeps the earlier rows)."""
+def ct2_row(args: argparse.Namespace, lines: list[str], compute: str, options: Any, request: dict) -> dict:
+    """Our engine against raw CTranslate2 on the export in `compute`: medians of interleaved runs,
+    then one more run of each split at translate_batch, and beam search's calls profiled."""
     import ctranslate2
     import sentencepiece
-    import torch
 
     from bench.decode.ct2_gap import profiled_parts
     from bench.peers.engines import translate_ct2
     from transduce.decode.ctranslate2_engine import open_ctranslate2
+    from transduce.decode.pipeline import output_rows, translate_lines
+    from transduce.interop.ctranslate2 import tokenizers
+
+    folder = args.work / f"export-{compute}"
+    ours = open_ctranslate2(folder, "none", None, args.device)
+    raw = ctranslate2.Translator(str(folder), device=args.device, compute_type="default")
+    source, target = (sentencepiece.SentencePieceProcessor(model_file=str(f)) for f in tokenizers(folder))
+    work = {**request, "lines": lines}
+    engines = {
+        "ours": lambda: output_rows(translate_lines(ours, lines, options, scores=False)[0]),
+        "raw": partial(translate_ct2, raw, source, target, work),
+    }
+    medians, texts = interleaved(engines, args.reps)
+    holder, raw_timer = ours.engine.translator, CallTimer(raw)
+    holder.translator = ours_timer = CallTimer(holder.translator)
+    splits = {  # one more run each: inside translate_batch and outside
+        "ours": split(engines["ours"], ours_timer),
+        "raw": split(partial(translate_ct2, raw_timer, source, target, work), raw_timer),
+    }
+    holder.translator = ours_timer.translator
+    beam = request["beam"]
+    return {
+        "compute_type": compute,
+        "beam": beam,
+        "ours_s": medians["ours"],
+        "raw_s": medians["raw"],
+        "ours_vs_raw": medians["ours"] / medians["raw"],
+        "same_text": same(texts["ours"], texts["raw"]),
+        "split": splits,
+        # beam search's calls: the batches' first, and the sentences that reached their own length
+        # limit searched again (one profiled run; bench/decode/ct2_gap.py)
+        "ours_calls": {
+            part: {"calls": calls, "seconds": spent}
+            for part, (calls, spent) in profiled_parts(engines["ours"]).items()
+        }
+        if beam > 1
+        else None,
+    }
+
+
+def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> None:
+    """Append each row to `rows` as it is measured (a later failure keeps the earlier rows)."""
+    import torch
+
     from transduce.decode.options import decode_options
     from transduce.decode.pipeline import output_rows, translate_lines
-    from transduce.interop.ctranslate2 import export_ctranslate2, tokenizers
+    from transduce.interop.ctranslate2 import export_ctranslate2
     from transduce.store.load import load_model
 
     torch_model = load_model(args.checkpoint, torch.device(args.device))
@@ -159,55 +203,13 @@ def measure(args: argparse.Namespace, lines: list[str], rows: list[dict]) -> Non
             "engine": "ct2",
         }
         for compute in args.compute_types:
-            folder = args.work / f"export-{compute}"
             if beam == 4:  # once per compute type, replacing an earlier session's
-                export_ctranslate2(args.checkpoint, folder, compute, force=True)
-            ours = open_ctranslate2(folder, "none", None, args.device)
-            raw = ctranslate2.Translator(str(folder), device=args.device, compute_type="default")
-            source = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[0]))
-            target = sentencepiece.SentencePieceProcessor(model_file=str(tokenizers(folder)[1]))
-            engines = {
-                "ours": lambda o=ours, opt=options: output_rows(
-                    translate_lines(o, lines, opt, scores=False)[0]
-                ),
-                "raw": lambda r=raw, s=source, t=target, q=request: translate_ct2(
-                    r, s, t, {**q, "lines": lines}
-                ),
-            }
-            medians, texts = interleaved(engines, args.reps)
-            holder, raw_timer = ours.engine.translator, CallTimer(raw)
-            holder.translator = ours_timer = CallTimer(holder.translator)
-            splits = {
-                "ours": split(engines["ours"], ours_timer),
-                "raw": split(
-                    partial(translate_ct2, raw_timer, source, target, {**request, "lines": lines}), raw_timer
-                ),
-            }
-            holder.translator = ours_timer.translator
-            rows.append(
-                {
-                    "compute_type": compute,
-                    "beam": beam,
-                    "ours_s": medians["ours"],
-                    "raw_s": medians["raw"],
-                    "ours_vs_raw": medians["ours"] / medians["raw"],
-                    "same_text": same(texts["ours"], texts["raw"]),
-                    "split": splits,  # one more run each: inside translate_batch and outside
-                    # beam search's calls: the batches' first, and the sentences that reached their
-                    # own length limit searched again (one profiled run; bench/decode/ct2_gap.py)
-                    "ours_calls": {
-                        part: {"calls": calls, "seconds": spent}
-                        for part, (calls, spent) in profiled_parts(engines["ours"]).items()
-                    }
-                    if beam > 1
-                    else None,
-                }
-            )
+                export_ctranslate2(args.checkpoint, args.work / f"export-{compute}", compute, force=True)
+            rows.append(ct2_row(args, lines, compute, options, request))
             print(json.dumps(rows[-1]), flush=True)
-            del ours, raw
         for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             torch_model.model.to(dtype)
-            medians, texts = interleaved(
+            medians, _ = interleaved(
                 {
                     "torch": lambda opt=options: output_rows(
                         translate_lines(torch_model, lines, opt, scores=False)[0]
