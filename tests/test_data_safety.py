@@ -620,6 +620,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> bytes:
+    """`pid`'s command line; empty once it has ended (a child listed a moment ago may have)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def running(pid: int) -> bool:
     """Whether `pid` still runs (a zombie has ended; only its parent's wait for it is missing)."""
     try:
@@ -643,7 +651,7 @@ def workers_encoding(proc: subprocess.Popen, folder: Path) -> list[int]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         kids = children(proc.pid)
-        spawned = [k for k in kids if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+        spawned = [k for k in kids if b"spawn_main" in command_line(k)]
         if len(spawned) == 2 and list(folder.glob(".out.tmp-*")):
             return kids
         time.sleep(0.02)
