@@ -267,13 +267,25 @@ def fastest_variant(trainer: dict | None) -> str:
 BLEU_LINE = re.compile(r"^(BLEU|chrF) ([0-9.]+)", re.MULTILINE)
 
 
+def minutes_to_train(args: argparse.Namespace, most: float) -> tuple[float, dict | None]:
+    """A time-to-quality stage's training minutes: `most`, fewer where the session's deadline less
+    the ttq reserve is nearer; and, under half a minute, the result the stage returns instead."""
+    left = (args.deadline - time.time() - args.ttq_reserve) / 60 if args.deadline else most
+    minutes = round(min(most, left), 2)
+    if minutes < 0.5:
+        return minutes, {
+            "skipped": f"{left:.2f} minutes left before the deadline's reserve",
+            "minutes": minutes,
+        }
+    return minutes, None
+
+
 def stage_ttq(args: argparse.Namespace, trainer: dict | None) -> dict:
     """`transduce train` for the minutes the deadline allows, then BLEU and chrF on the test set."""
     unpack_data()
-    left = (args.deadline - time.time() - args.ttq_reserve) / 60 if args.deadline else args.ttq_minutes
-    minutes = round(min(args.ttq_minutes, left), 2)
-    if minutes < 0.5:
-        return {"skipped": f"{left:.2f} minutes left before the deadline's reserve", "minutes": minutes}
+    minutes, skipped = minutes_to_train(args, args.ttq_minutes)
+    if skipped:
+        return skipped
     subprocess.run(["rm", "-rf", str(TTQ_RUN)], check=True)
     overrides = [*TTQ, *fastest_variant(trainer).split(), f"train.max_minutes={minutes}"]
     overrides += args.smoke.get("ttq", [])
@@ -351,11 +363,9 @@ def stage_onmt_ttq(args: argparse.Namespace) -> dict:
     """OpenNMT-py's time to quality on our ttq stage's recipe and minutes (issue 86, item 2)."""
     unpack_data()
     earlier = gather(args.out, args.previous)
-    ours = earlier.get("ttq", {}).get("minutes") or args.ttq_minutes
-    left = (args.deadline - time.time() - args.ttq_reserve) / 60 if args.deadline else ours
-    minutes = round(min(ours, left), 2)
-    if minutes < 0.5:
-        return {"skipped": f"{left:.2f} minutes left before the deadline's reserve", "minutes": minutes}
+    minutes, skipped = minutes_to_train(args, earlier.get("ttq", {}).get("minutes") or args.ttq_minutes)
+    if skipped:
+        return skipped
     onmt = next((r for r in earlier.get("peers", {}).get("rows", []) if r["peer"] == "onmt"), {})
     per_minute = (
         onmt["tokens_per_s"] * 60 / onmt["tokens_per_step"]

@@ -8,7 +8,7 @@ beside the data a device call may carry).
 onmt/transforms/__init__.py imports every transform module, and terminology.py imports spaCy at
 its top, so each command fails without it even when no transform is used. Where spaCy is missing,
 an empty module stands in for that import; the terminology transform is then unusable (and unused
-by bench/gpu/peer_trainers.py and bench/gpu/onmt_ttq.py, which work on pieces with no transform).
+by bench/gpu/peer_trainers.py's onmt and onmt-ttq peers, which work on pieces with no transform).
 Everything else is OpenNMT-py's own code, unchanged.
 """
 
