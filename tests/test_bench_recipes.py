@@ -31,3 +31,10 @@ def test_actmin2_makes_act_take_two_steps_before_it_may_halt():
     assert (model.act, model.act_min_steps, model.encoder_steps) == (True, 2, 4)
     plain = recipe("small-fast+act4")
     assert load_config(plain.preset, list(plain.overrides)).model.act_min_steps == 1
+
+
+def test_ff1408_gives_the_shared_layer_the_transformers_parameters_at_more_flops():
+    transformer, ut, wide = (_size(n) for n in ("small-fast", "small-fast+ut", "small-fast+ut+ff1408"))
+    assert abs(wide["params"] - transformer["params"]) < 0.01 * transformer["params"]
+    assert ut["params"] < 0.7 * transformer["params"]
+    assert wide["forward_flops_per_token"] > 1.5 * transformer["forward_flops_per_token"]

@@ -14,7 +14,8 @@ recommends for CPU-hour runs); its ablation is `small-fast+<change>` for changes
 or vary one of its choices (postnorm, dropout0.1, ls0, lr2, lr4, warmup1000, batch4k, layers3,
 width192, vocab2k, vocab8k, avg5), and the Universal Transformer at its budget (ut: one shared
 layer per stack at its depth of two; ut4: four steps; act4: ACT with at most four, issue 48;
-actmin2: with act4, at least two steps, issue 91),
+actmin2: with act4, at least two steps, issue 91; ff1408: the shared layer with the
+Transformer's parameters),
 each record naming the model's parameters and forward FLOPs per target token. The preset itself
 averages its last five checkpoints (train.average_last); the bench's `small-fast` scores its
 final weights instead
@@ -142,6 +143,11 @@ CHANGES = {
         ("model.arch=universal", "model.act=true", "model.encoder_steps=4", "model.decoder_steps=4"),
         why="a Universal Transformer with ACT, at most four steps per position (tensor2tensor's "
         "adaptive cap for two layers)",
+    ),
+    "ff1408": Change(
+        ("model.d_ff=1408",),
+        why="with ut or act4: the shared layer's d_ff at 1,408, which gives the UT the Transformer's"
+        " 1.44M parameters (at 1.6x its FLOPs a token): whether parameters are what it lacks",
     ),
     "actmin2": Change(
         ("model.act_min_steps=2",),
