@@ -101,8 +101,8 @@ def mt_quality(records: Path) -> Lines:
         "deviation over seeds. `small-fast` rows score the final weights; `small-fast+avg5` is the preset "
         "as it ships (the mean of its last five checkpoints). Rows marked `[slower host]` ran on hosts "
         "about 1.5x slower (for every toolkit), `[dec05 host]` on 2026-12-05 at the reference host's "
-        "speed, each beside one single-thread job (issue 91's ACT run with a floor of two steps, and its "
-        "fixed-depth pair); a label's rows pair only among themselves.",
+        "speed, each beside one single-thread job (issue 91's ACT runs with a floor of two steps, the "
+        "fixed-depth UT and the Transformer); a label's rows pair only among themselves.",
         "",
         "60 minutes of training (peers: of their training process):",
         "",
