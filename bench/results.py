@@ -102,9 +102,9 @@ def mt_quality(records: Path) -> Lines:
         "as it ships (the mean of its last five checkpoints). Rows marked `[slower host]` ran on hosts "
         "about 1.5x slower (for every toolkit), `[dec05 host]` on 2026-12-05 at the reference host's "
         "speed, each beside one single-thread job (issue 91's ACT runs with a floor of two steps, the "
-        "fixed-depth UT and the Transformer); a label's rows pair only among themselves.",
-        "",
-        "60 minutes of training (peers: of their training process):",
+        "fixed-depth UT and the Transformer); a label's rows pair only among themselves. The FLOPs "
+        "column counts a UT with ACT at its cap of steps. Below, 60 minutes of training (peers: of their "
+        "training process):",
         "",
         *markdown_table(compare.rows(grouped, 60.0), long_columns),
         "",
@@ -994,15 +994,18 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
     args = parser.parse_args()
     page = render(args.records)
+    lines = len(page.splitlines())
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
         if current != page:
             sys.exit(f"{args.out} is not what the records give: run python -m bench.results")
-        return
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(args.out)
-    print(f"{args.out}: {page.count(chr(10))} lines")
+    else:
+        tmp = args.out.with_name(f".{args.out.name}.tmp")
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(args.out)
+        print(f"{args.out}: {lines} lines")
+    if lines > MAX_LINES:
+        sys.exit(f"{args.out}: {lines} lines, over the page's {MAX_LINES}: shorten the generator's text")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,22 @@ def test_the_page_fits_in_its_limit():
     assert len(PAGE.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
 
 
+@pytest.mark.parametrize("check", [False, True])
+def test_the_generator_refuses_a_page_over_its_limit(tmp_path, monkeypatch, check):
+    """Writing or checking, a page over MAX_LINES exits non-zero, so it cannot land unnoticed."""
+    import bench.results as results
+
+    long_page = "".join(f"line {i}\n" for i in range(MAX_LINES + 1))
+    out = tmp_path / "results.md"
+    out.write_text(long_page, encoding="utf-8")
+    monkeypatch.setattr(results, "render", lambda records=None: long_page)
+    argv = ["bench.results", "--out", str(out)] + (["--check"] if check else [])
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit, match=f"{MAX_LINES + 1} lines, over the page's {MAX_LINES}"):
+        results.main()
+    assert out.read_text(encoding="utf-8") == long_page
+
+
 def test_a_newer_record_of_a_claim_replaces_the_older_on_the_page(tmp_path):
     records = tmp_path / "records"
     shutil.copytree(RECORDS, records)
