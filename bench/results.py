@@ -2,7 +2,7 @@
 record's numbers, the command that reproduces them, the host and the date.
 
     python -m bench.results            # rewrite docs/results.md
-    python -m bench.results --check    # exit 1 when the page is not what the records give
+    python -m bench.results --check    # exit 1 when the page is not what the records give, or is too long
 
 A benchmark adds a record (bench/records.py, `write_record`); this command makes the page show it.
 The dated narrative behind the numbers lives in docs/results/<topic>.md, written by hand."""
@@ -991,7 +991,12 @@ def main() -> None:
     )
     parser.add_argument("--records", type=Path, default=RECORDS, help="the records to read")
     parser.add_argument("--out", type=Path, default=PAGE, help="the page to write")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the page differs from the records (writing or not: also "
+        "if it is over its line limit)",
+    )
     args = parser.parse_args()
     page = render(args.records)
     lines = len(page.splitlines())

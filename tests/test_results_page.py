@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, where bench/ is
 
+import bench.results as results
 from bench.results import MAX_LINES, PAGE, PROGRAM_SETTINGS, RECORDS, newest, render, teacher_forced
 
 
@@ -26,8 +27,6 @@ def test_the_page_fits_in_its_limit():
 @pytest.mark.parametrize("check", [False, True])
 def test_the_generator_refuses_a_page_over_its_limit(tmp_path, monkeypatch, check):
     """Writing or checking, a page over MAX_LINES exits non-zero, so it cannot land unnoticed."""
-    import bench.results as results
-
     long_page = "".join(f"line {i}\n" for i in range(MAX_LINES + 1))
     out = tmp_path / "results.md"
     out.write_text(long_page, encoding="utf-8")
